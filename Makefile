@@ -1,0 +1,35 @@
+# airflow-gang developer entry points. Everything runs inside ./.venv, created on first use.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+INSTALLED := $(VENV)/.installed-dev
+export AIRFLOW_HOME ?= $(CURDIR)/.airflow
+
+.PHONY: test lint demo bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(INSTALLED): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $@
+
+lint: $(INSTALLED)
+	$(BIN)/ruff check airflow_gang tests benchmarks
+	$(BIN)/mypy airflow_gang
+	$(BIN)/lint-imports
+
+test: lint
+	$(BIN)/pytest
+
+demo: $(INSTALLED)
+	@echo "# The seed scenario: six PyTorchJobs (Master + 1 Worker, 1 GPU each), gang-scheduled by Volcano."
+	@echo "# These are the PodGroup + PyTorchJob manifests the operator submits for each job."
+	$(BIN)/airflow-gang render --name seed --count 6 --workers 1 --gpus 1 --cpu 2 --memory 8Gi
+
+bench: $(INSTALLED)
+	@for script in benchmarks/bench_*.py; do echo "== $$script"; $(BIN)/python $$script || exit 1; done
+
+clean:
+	rm -rf $(VENV) .airflow .pytest_cache .mypy_cache .ruff_cache .hypothesis *.egg-info

@@ -1,0 +1,77 @@
+"""The provider's exceptions: one base class, four outcomes a DAG author may want to tell apart.
+
+Messages follow one shape — what, which object, what was observed, and the fix — because they
+end up in a task log read by someone who did not write the DAG.
+"""
+
+from __future__ import annotations
+
+from airflow.sdk.exceptions import AirflowException
+
+
+class GangError(AirflowException):
+    """Base class of every airflow-gang error; carries the job it is about when there is one."""
+
+    def __init__(self, message: str, *, name: str | None = None, namespace: str | None = None) -> None:
+        super().__init__(message)
+        self.name = name
+        self.namespace = namespace
+
+
+class GangSpecError(GangError, ValueError):
+    """The job description is invalid; raised before anything is sent to the cluster.
+
+    Retrying cannot help, so `gang_retry_policy()` fails the task at once.
+    """
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class GangAdmissionTimeout(GangError):
+    """The gang was not admitted by its queue within `admission_timeout`.
+
+    The job and its PodGroup have already been deleted when this is raised, so a retry starts
+    from a clean slate.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        name: str | None = None,
+        namespace: str | None = None,
+        queue: str | None = None,
+        waited_seconds: float | None = None,
+        reason: str | None = None,
+    ) -> None:
+        super().__init__(message, name=name, namespace=namespace)
+        self.queue = queue
+        self.waited_seconds = waited_seconds
+        self.reason = reason
+
+
+class PyTorchJobFailed(GangError):
+    """The PyTorchJob reached the `Failed` condition; names the failing replica and its exit code."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        name: str | None = None,
+        namespace: str | None = None,
+        replica: str | None = None,
+        exit_code: int | None = None,
+        reason: str | None = None,
+        log_tail: str | None = None,
+    ) -> None:
+        super().__init__(message, name=name, namespace=namespace)
+        self.replica = replica
+        self.exit_code = exit_code
+        self.reason = reason
+        self.log_tail = log_tail
+
+
+class GangJobLost(GangError):
+    """The job disappeared while we waited for it (deleted by someone else, or its namespace)."""

@@ -1,0 +1,79 @@
+"""Provider metadata read by Airflow's ProvidersManager (``airflow providers list`` shows it).
+
+Airflow imports this while it initialises its own configuration, so it must import nothing from
+Airflow, nor anything heavy.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow_gang import __version__
+
+
+def get_provider_info() -> dict[str, Any]:
+    return {
+        "package-name": "airflow-gang",
+        "name": "Gang-scheduled PyTorchJobs (Volcano)",
+        "description": (
+            "Submit Kubeflow PyTorchJobs gang-scheduled by Volcano PodGroups, wait until the whole "
+            "gang is admitted by its queue, wait for training to finish, and retry cleanly when a "
+            "job waits in the queue too long."
+        ),
+        "versions": [__version__],
+        "integrations": [
+            {
+                "integration-name": "Volcano gang scheduling",
+                "external-doc-url": "https://volcano.sh/en/docs/podgroup/",
+                "tags": ["software"],
+            },
+            {
+                "integration-name": "Kubeflow PyTorchJob",
+                "external-doc-url": "https://www.kubeflow.org/docs/components/trainer/legacy-v1/user-guides/pytorch/",
+                "tags": ["software"],
+            },
+        ],
+        # We reuse the cncf.kubernetes `kubernetes` connection type (same hook, same extras) and
+        # deliberately do not list it here: ProvidersManager keeps the first registration it finds,
+        # so a second entry would take the type (and its connection form) away from cncf.kubernetes
+        # and log a warning at every start.
+        "connection-types": [],
+        "config": {
+            "gang": {
+                "description": "Defaults and UI settings of the airflow-gang provider.",
+                "options": {
+                    "default_admission_timeout": {
+                        "description": (
+                            "Seconds a job may wait for its gang to be admitted before it is deleted and "
+                            "GangAdmissionTimeout is raised, when the operator is given no admission_timeout. "
+                            "Empty means wait forever."
+                        ),
+                        "version_added": "0.1.0",
+                        "type": "integer",
+                        "example": "1800",
+                        "default": "1800",
+                    },
+                    "ui_url_template": {
+                        "description": (
+                            "URL of the 'Gang job' extra link. Placeholders: {namespace}, {name}, {base_url}."
+                        ),
+                        "version_added": "0.1.0",
+                        "type": "string",
+                        "example": "{base_url}/gang/jobs/{namespace}/{name}",
+                        "default": "{base_url}/gang/jobs/{namespace}/{name}",
+                    },
+                    "dashboard_url_template": {
+                        "description": (
+                            "URL of the optional 'Kubernetes dashboard' extra link; empty hides the link. "
+                            "Placeholders: {namespace}, {name}."
+                        ),
+                        "version_added": "0.1.0",
+                        "type": "string",
+                        "example": "https://dashboard.example.com/#/customresourcedefinition/"
+                        "pytorchjobs.kubeflow.org/{namespace}/{name}",
+                        "default": "",
+                    },
+                },
+            }
+        },
+    }

@@ -1,0 +1,1 @@
+"""Kubernetes REST API subset served over real HTTP (FastAPI + uvicorn)."""
