@@ -73,10 +73,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     render = commands.add_parser(
         "render",
-        help="print the PodGroup and PyTorchJob manifests the operator would submit (YAML, for kubectl apply -f -)",
+        help="print the PodGroup and PyTorchJob manifests the operator would submit as YAML",
     )
     render.add_argument("--spec", help="YAML file of PyTorchJobOperator job arguments (flags override it)")
-    render.add_argument("--name", default="train", help="job name, or prefix with --count > 1 (default: train)")
+    render.add_argument(
+        "--name", default="train", help="job name, or prefix with --count > 1 (default: train)"
+    )
     render.add_argument("--namespace", default="default")
     render.add_argument("--count", type=int, default=1, help="how many identical jobs to render")
     render.add_argument("--image", help=f"training image (default: {DEMO_IMAGE})")

@@ -44,9 +44,9 @@ def get_provider_info() -> dict[str, Any]:
                 "options": {
                     "default_admission_timeout": {
                         "description": (
-                            "Seconds a job may wait for its gang to be admitted before it is deleted and "
-                            "GangAdmissionTimeout is raised, when the operator is given no admission_timeout. "
-                            "Empty means wait forever."
+                            "Seconds a job may wait for its gang to be admitted before it is deleted "
+                            "and GangAdmissionTimeout is raised, when the operator is given no "
+                            "admission_timeout. Empty means wait forever."
                         ),
                         "version_added": "0.1.0",
                         "type": "integer",

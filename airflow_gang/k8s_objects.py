@@ -65,7 +65,12 @@ def deep_merge(base: Mapping[str, Any], overlay: Mapping[str, Any]) -> dict[str,
             merged.pop(key, None)
         elif isinstance(current, Mapping) and isinstance(value, Mapping):
             merged[key] = deep_merge(current, value)
-        elif isinstance(current, list) and isinstance(value, list) and _is_named_list(current) and _is_named_list(value):
+        elif (
+            isinstance(current, list)
+            and isinstance(value, list)
+            and _is_named_list(current)
+            and _is_named_list(value)
+        ):
             merged[key] = merge_named_lists(current, value)
         else:
             merged[key] = copy.deepcopy(value)

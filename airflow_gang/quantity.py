@@ -6,6 +6,7 @@ Pure functions, no I/O: the job spec needs them to validate requests and to sum 
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Mapping
 from decimal import Decimal, InvalidOperation
@@ -36,7 +37,7 @@ def parse_quantity(value: Quantity) -> Decimal:
     if isinstance(value, int | Decimal):
         result = Decimal(value)
     elif isinstance(value, float):
-        if value != value or value in (float("inf"), float("-inf")):
+        if math.isnan(value) or math.isinf(value):
             raise QuantityError(f"{value!r} is not a finite number")
         result = Decimal(repr(value))
     elif isinstance(value, str):

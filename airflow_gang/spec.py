@@ -29,7 +29,7 @@ from pydantic import (
     model_validator,
 )
 
-from airflow_gang import validation
+from airflow_gang import templates, validation
 from airflow_gang.exceptions import GangSpecError
 from airflow_gang.k8s_objects import deep_merge
 from airflow_gang.naming import LABEL_PREFIX
@@ -136,7 +136,7 @@ class GangJobSpec(BaseModel):
     _wire = field_validator(
         "tolerations", "volumes", "volume_mounts", "pod_template", "run_policy", mode="before"
     )(validation.to_wire_before)
-    _job_template = field_validator("job_template", mode="before")(validation.load_job_template)
+    _job_template = field_validator("job_template", mode="before")(templates.load_job_template)
     _image = field_validator("image")(validation.check_image)
     _strings = field_validator("command", "args", mode="before")(validation.check_string_list)
     _env = field_validator("env", mode="before")(validation.check_env)
@@ -153,6 +153,7 @@ class GangJobSpec(BaseModel):
     _volumes = field_validator("volumes")(validation.check_volumes)
     _volume_mounts = field_validator("volume_mounts")(validation.check_volume_mounts)
     _pull_secrets = field_validator("image_pull_secrets", mode="before")(validation.check_pull_secrets)
+    _pod_template = field_validator("pod_template")(templates.check_pod_template_field)
 
     @model_validator(mode="after")
     def _check_consistency(self) -> GangJobSpec:
@@ -161,7 +162,8 @@ class GangJobSpec(BaseModel):
             raise validation.custom_error(
                 f"min_available={self.min_available} is invalid: must be between 1 and the job's "
                 f"{replicas} replicas (1 Master + {self.effective_workers} Workers); leave it unset "
-                "to require the whole gang"
+                "to require the whole gang",
+                "min_available",
             )
         # Building once here turns every template/merge problem into a constructor error.
         validation.check_built_job(self._build_job_body(), self)
@@ -174,7 +176,7 @@ class GangJobSpec(BaseModel):
         return field in self.model_fields_set or self.job_template is None
 
     def _template_replica(self, replica_type: str) -> dict[str, Any] | None:
-        replica_specs = (self.job_template or {}).get("spec", {}).get("pytorchReplicaSpecs", {})
+        replica_specs = ((self.job_template or {}).get("spec") or {}).get("pytorchReplicaSpecs") or {}
         replica = replica_specs.get(replica_type)
         return replica if isinstance(replica, dict) else None
 
@@ -200,7 +202,9 @@ class GangJobSpec(BaseModel):
     def effective_queue(self) -> str:
         if self._set("queue"):
             return self.queue
-        policy = (self.job_template or {}).get("spec", {}).get("runPolicy", {}).get("schedulingPolicy", {})
+        policy = (((self.job_template or {}).get("spec") or {}).get("runPolicy") or {}).get(
+            "schedulingPolicy"
+        ) or {}
         return str(policy.get("queue") or self.queue)
 
     # --- builders -------------------------------------------------------------------------
@@ -226,8 +230,12 @@ class GangJobSpec(BaseModel):
         metadata = job.setdefault("metadata", {})
         metadata["name"] = name
         metadata["namespace"] = namespace
-        metadata["labels"] = {**metadata.get("labels", {}), **self.labels, **(labels or {})}
-        metadata["annotations"] = {**metadata.get("annotations", {}), **self.annotations, **(annotations or {})}
+        metadata["labels"] = {**(metadata.get("labels") or {}), **self.labels, **(labels or {})}
+        metadata["annotations"] = {
+            **(metadata.get("annotations") or {}),
+            **self.annotations,
+            **(annotations or {}),
+        }
         for key in ("labels", "annotations"):
             if not metadata[key]:
                 del metadata[key]
@@ -270,7 +278,9 @@ class GangJobSpec(BaseModel):
         """``minResources`` of the gang: given, or summed from its first ``minMember`` pods."""
         return self._min_resources_of(self._build_job_body()["spec"]["pytorchReplicaSpecs"])
 
-    def _build_job_body(self, name: str = "job", extra_labels: dict[str, str] | None = None) -> dict[str, Any]:
+    def _build_job_body(
+        self, name: str = "job", extra_labels: dict[str, str] | None = None
+    ) -> dict[str, Any]:
         job = copy.deepcopy(self.job_template) if self.job_template else {}
         job["apiVersion"] = PYTORCHJOB_API_VERSION
         job["kind"] = "PyTorchJob"
@@ -290,7 +300,9 @@ class GangJobSpec(BaseModel):
         del name  # the name is applied by build_pytorchjob; the body does not depend on it
         return job
 
-    def _build_replica(self, base: dict[str, Any], replicas: int, extra_labels: dict[str, str]) -> dict[str, Any]:
+    def _build_replica(
+        self, base: dict[str, Any], replicas: int, extra_labels: dict[str, str]
+    ) -> dict[str, Any]:
         replica = copy.deepcopy(base)
         replica["replicas"] = replicas
         if self._set("restart_policy") or "restartPolicy" not in replica:
@@ -298,7 +310,7 @@ class GangJobSpec(BaseModel):
         template = replica.setdefault("template", {}) or {}
         replica["template"] = template
         metadata = template.setdefault("metadata", {})
-        metadata["labels"] = {**metadata.get("labels", {}), **self.labels, **extra_labels}
+        metadata["labels"] = {**(metadata.get("labels") or {}), **self.labels, **extra_labels}
         if not metadata["labels"]:
             del metadata["labels"]
         pod = template.setdefault("spec", {})
@@ -326,9 +338,9 @@ class GangJobSpec(BaseModel):
         if self.resources:
             resources = pytorch.setdefault("resources", {})
             requests, limits = validation.requests_and_limits(self.resources)
-            resources["requests"] = {**resources.get("requests", {}), **requests}
+            resources["requests"] = {**(resources.get("requests") or {}), **requests}
             if limits:
-                resources["limits"] = {**resources.get("limits", {}), **limits}
+                resources["limits"] = {**(resources.get("limits") or {}), **limits}
         ports = [p for p in pytorch.get("ports", []) if p.get("name") != PORT_NAME]
         old_port = next((p for p in pytorch.get("ports", []) if p.get("name") == PORT_NAME), None)
         port = self.master_port if self._set("master_port") or old_port is None else old_port["containerPort"]
@@ -340,21 +352,20 @@ class GangJobSpec(BaseModel):
 
     def _apply_pod_fields(self, pod: dict[str, Any]) -> None:
         if self.node_selector:
-            pod["nodeSelector"] = {**pod.get("nodeSelector", {}), **self.node_selector}
+            pod["nodeSelector"] = {**(pod.get("nodeSelector") or {}), **self.node_selector}
         if self.tolerations:
             existing = pod.get("tolerations", [])
             pod["tolerations"] = existing + [t for t in self.tolerations if t not in existing]
         if self.volumes:
-            names = {v["name"] for v in self.volumes}
-            pod["volumes"] = [v for v in pod.get("volumes", []) if v.get("name") not in names] + copy.deepcopy(
-                self.volumes
-            )
+            ours = {v["name"] for v in self.volumes}
+            kept = [v for v in pod.get("volumes", []) if v.get("name") not in ours]
+            pod["volumes"] = kept + copy.deepcopy(self.volumes)
         if self.service_account_name is not None:
             pod["serviceAccountName"] = self.service_account_name
         if self.image_pull_secrets:
-            names = [s.get("name") for s in pod.get("imagePullSecrets", [])]
+            present = [s.get("name") for s in pod.get("imagePullSecrets", [])]
             pod["imagePullSecrets"] = pod.get("imagePullSecrets", []) + [
-                {"name": s} for s in self.image_pull_secrets if s not in names
+                {"name": s} for s in self.image_pull_secrets if s not in present
             ]
         if self.priority_class is not None:
             pod["priorityClassName"] = self.priority_class
@@ -362,13 +373,14 @@ class GangJobSpec(BaseModel):
     def _apply_gang_decoration(self, template: dict[str, Any]) -> dict[str, Any]:
         pod = template.setdefault("spec", {})
         metadata = template.setdefault("metadata", {})
-        annotations = metadata.get("annotations", {})
+        annotations = metadata.get("annotations") or {}
         if self.gang_scheduling is GangScheduling.PROVIDER:
             scheduler = pod.get("schedulerName", VOLCANO_SCHEDULER)
             if scheduler != VOLCANO_SCHEDULER:
                 raise validation.custom_error(
                     f"pod_template sets spec.schedulerName={scheduler!r}, but gang_scheduling='provider' "
-                    f"needs {VOLCANO_SCHEDULER!r}: remove schedulerName or use gang_scheduling='disabled'"
+                    f"needs {VOLCANO_SCHEDULER!r}: remove schedulerName or use gang_scheduling='disabled'",
+                    "pod_template",
                 )
             pod["schedulerName"] = VOLCANO_SCHEDULER
         elif self.gang_scheduling is GangScheduling.DISABLED:
@@ -421,7 +433,9 @@ def pod_requests(template: Mapping[str, Any]) -> dict[str, Quantity]:
     """
     containers = (template.get("spec") or {}).get("containers") or []
     totals = sum_resources(
-        (container.get("resources") or {}).get("requests") or (container.get("resources") or {}).get("limits") or {}
+        (container.get("resources") or {}).get("requests")
+        or (container.get("resources") or {}).get("limits")
+        or {}
         for container in containers
     )
     return dict(totals)
@@ -435,6 +449,7 @@ __all__ = [
     "CleanPodPolicy",
     "GangJobSpec",
     "GangScheduling",
+    "GangSpecError",
     "RestartPolicy",
     "RunPolicy",
     "pod_requests",

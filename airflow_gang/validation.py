@@ -9,10 +9,8 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError, ValidationInfo
 
 from airflow_gang.exceptions import GangSpecError
@@ -29,7 +27,9 @@ from airflow_gang.quantity import Quantity, QuantityError, parse_quantity
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # Set by the training-operator on every replica; a user value would silently fight with it.
-RESERVED_ENV = frozenset({"MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT"})
+RESERVED_ENV = frozenset(
+    {"MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT"}
+)
 _TOLERATION_OPERATORS = {"Exists", "Equal"}
 _TOLERATION_EFFECTS = {"", "NoSchedule", "PreferNoSchedule", "NoExecute"}
 _POD_SUFFIX_WORST = len("-worker-")
@@ -63,11 +63,13 @@ def spec_error_from(validation_error: ValidationError) -> GangSpecError:
     first_field: str | None = None
     for detail in validation_error.errors(include_url=False):
         location = _location(detail["loc"])
-        first_field = first_field or location or None
         original = (detail.get("ctx") or {}).get("error")
         if isinstance(original, GangSpecError):
+            first_field = first_field or original.field or location or None
             problems.append(str(original))
-        elif detail["type"] == "extra_forbidden":
+            continue
+        first_field = first_field or location or None
+        if detail["type"] == "extra_forbidden":
             problems.append(_unknown_argument(location))
         elif detail["type"] == "missing":
             problems.append(f"{location} is required")
@@ -75,7 +77,7 @@ def spec_error_from(validation_error: ValidationError) -> GangSpecError:
             field = location.split(".")[0].split("[")[0]
             leaf = location.rsplit(".", 1)[-1]
             fix = _FIELD_FIXES.get(leaf) or _FIELD_FIXES.get(field)
-            message = f"{location}={_short(detail.get('input'))} is invalid: {_lower_first(detail['msg'])}"
+            message = f"{location}={short(detail.get('input'))} is invalid: {_lower_first(detail['msg'])}"
             problems.append(f"{message} ({fix})" if fix else message)
     return GangSpecError("; ".join(dict.fromkeys(problems)), field=first_field)
 
@@ -104,7 +106,7 @@ def _unknown_argument(name: str) -> str:
     return f"{name} is not a known argument ({hint})"
 
 
-def _short(value: Any, limit: int = 80) -> str:
+def short(value: Any, limit: int = 80) -> str:
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
@@ -118,86 +120,6 @@ def _lower_first(text: str) -> str:
 
 def to_wire_before(value: Any) -> Any:
     return None if value is None else to_wire(value)
-
-
-def load_job_template(value: Any) -> dict[str, Any] | None:
-    """Accept a PyTorchJob as a dict, a client model, YAML text, or a path to a YAML/JSON file."""
-    if value is None:
-        return None
-    if isinstance(value, Path) or (isinstance(value, str) and "\n" not in value and value.strip().endswith(
-        (".yaml", ".yml", ".json")
-    )):
-        path = Path(value)
-        try:
-            value = path.read_text(encoding="utf-8")
-        except OSError as problem:
-            raise error(
-                f"job_template={str(value)!r} could not be read: {problem.strerror or problem} "
-                "(pass an existing YAML file, YAML text, or a dict)",
-                "job_template",
-            ) from problem
-    if isinstance(value, str):
-        try:
-            value = yaml.safe_load(value)
-        except yaml.YAMLError as problem:
-            raise error(f"job_template is not valid YAML: {problem}", "job_template") from problem
-    template = to_wire(value)
-    if not isinstance(template, dict):
-        raise error(
-            f"job_template={_short(value)} is invalid: expected a PyTorchJob manifest (a mapping with "
-            "kind: PyTorchJob)",
-            "job_template",
-        )
-    return _check_job_template(template)
-
-
-def _check_job_template(template: dict[str, Any]) -> dict[str, Any]:
-    kind = template.get("kind", "PyTorchJob")
-    if kind != "PyTorchJob":
-        raise error(
-            f"job_template kind={kind!r} is invalid: only PyTorchJob is supported (set kind: PyTorchJob "
-            "and apiVersion: kubeflow.org/v1)",
-            "job_template",
-        )
-    api_version = template.get("apiVersion", "kubeflow.org/v1")
-    if api_version != "kubeflow.org/v1":
-        raise error(
-            f"job_template apiVersion={api_version!r} is invalid: use 'kubeflow.org/v1'", "job_template"
-        )
-    spec = template.get("spec") or {}
-    if not isinstance(spec, dict):
-        raise error("job_template spec must be a mapping", "job_template")
-    replicas = spec.get("pytorchReplicaSpecs") or {}
-    if not isinstance(replicas, dict):
-        raise error("job_template spec.pytorchReplicaSpecs must be a mapping of Master/Worker", "job_template")
-    normalised: dict[str, Any] = {}
-    for key, replica in replicas.items():
-        replica_type = str(key).capitalize()
-        if replica_type not in {"Master", "Worker"}:
-            raise error(
-                f"job_template spec.pytorchReplicaSpecs has {key!r}: only 'Master' and 'Worker' are allowed",
-                "job_template",
-            )
-        if not isinstance(replica, dict):
-            raise error(f"job_template spec.pytorchReplicaSpecs.{replica_type} must be a mapping", "job_template")
-        count = replica.get("replicas", 1)
-        if not isinstance(count, int) or isinstance(count, bool) or count < (1 if replica_type == "Master" else 0):
-            raise error(
-                f"job_template spec.pytorchReplicaSpecs.{replica_type}.replicas={count!r} is invalid: "
-                + ("a PyTorchJob has exactly 1 Master" if replica_type == "Master" else "must be a whole number >= 0"),
-                "job_template",
-            )
-        if replica_type == "Master" and count != 1:
-            raise error(
-                f"job_template spec.pytorchReplicaSpecs.Master.replicas={count} is invalid: a PyTorchJob has "
-                "exactly 1 Master (put the other replicas under Worker)",
-                "job_template",
-            )
-        normalised[replica_type] = replica
-    if replicas:
-        spec["pytorchReplicaSpecs"] = normalised
-        template["spec"] = spec
-    return template
 
 
 # --- field validators ------------------------------------------------------------------------
@@ -221,16 +143,14 @@ def check_string_list(value: Any, info: ValidationInfo) -> Any:
         return None
     if isinstance(value, str):
         example = value.split() or ["python", "train.py"]
-        raise error(
-            f"{field}={value!r} is invalid: must be a list of strings, e.g. {example!r}", field
-        )
+        raise error(f"{field}={value!r} is invalid: must be a list of strings, e.g. {example!r}", field)
     if not isinstance(value, list | tuple):
-        raise error(f"{field}={_short(value)} is invalid: must be a list of strings", field)
+        raise error(f"{field}={short(value)} is invalid: must be a list of strings", field)
     items = []
     for index, item in enumerate(value):
         if isinstance(item, bool) or not isinstance(item, str | int | float):
             raise error(
-                f"{field}[{index}]={_short(item)} is invalid: must be a string (or a number, which is "
+                f"{field}[{index}]={short(item)} is invalid: must be a string (or a number, which is "
                 "converted to one)",
                 field,
             )
@@ -242,7 +162,7 @@ def check_env(value: Any) -> dict[str, Any]:
     if value is None:
         return {}
     if not isinstance(value, Mapping):
-        raise error(f"env={_short(value)} is invalid: must be a dict of NAME -> value", "env")
+        raise error(f"env={short(value)} is invalid: must be a dict of NAME -> value", "env")
     checked: dict[str, Any] = {}
     for name, item in value.items():
         if not isinstance(name, str) or not _ENV_NAME.fullmatch(name):
@@ -265,7 +185,7 @@ def check_env(value: Any) -> dict[str, Any]:
             checked[name] = dict(to_wire(item.get("valueFrom", item)))
         else:
             raise error(
-                f"env[{name!r}]={_short(item)} is invalid: must be a string, a number, or a valueFrom "
+                f"env[{name!r}]={short(item)} is invalid: must be a string, a number, or a valueFrom "
                 "source such as {'secretKeyRef': {'name': 'creds', 'key': 'token'}}",
                 "env",
             )
@@ -283,14 +203,16 @@ def _check_resource_list(value: Any, field: str, *, gpus_positive: bool) -> dict
     value = to_wire(value)
     if not isinstance(value, Mapping):
         raise error(
-            f"{field}={_short(value)} is invalid: must be a dict such as "
+            f"{field}={short(value)} is invalid: must be a dict such as "
             "{'cpu': '4', 'memory': '16Gi', 'nvidia.com/gpu': 1}",
             field,
         )
     checked: dict[str, Quantity] = {}
     for name, amount in value.items():
         if not isinstance(name, str) or not is_qualified_key(name):
-            raise error(f"{field} key {name!r} is not a valid resource name (e.g. 'cpu', 'nvidia.com/gpu')", field)
+            raise error(
+                f"{field} key {name!r} is not a valid resource name (e.g. 'cpu', 'nvidia.com/gpu')", field
+            )
         try:
             quantity = parse_quantity(amount)
         except QuantityError as problem:
@@ -305,8 +227,9 @@ def _check_resource_list(value: Any, field: str, *, gpus_positive: bool) -> dict
                     + (" >= 1 (omit the key to run without it)" if gpus_positive else " >= 0"),
                     field,
                 )
-            amount = int(quantity)
-        checked[name] = amount if not isinstance(amount, float) else str(amount)
+            checked[name] = int(quantity)
+        else:
+            checked[name] = str(amount) if isinstance(amount, float) else amount
     return checked
 
 
@@ -340,8 +263,8 @@ def check_nproc_per_node(value: int | str | None) -> int | str | None:
 def check_object_name(value: str | None, info: ValidationInfo) -> str | None:
     if value is not None and not is_dns_1123_subdomain(value):
         raise error(
-            f"{info.field_name}={value!r} is invalid: must be a lower-case DNS-1123 name (a-z, 0-9, '-', '.'; "
-            "start and end with a letter or digit), e.g. 'research'",
+            f"{info.field_name}={value!r} is invalid: must be a lower-case DNS-1123 name "
+            "(a-z, 0-9, '-', '.'; start and end with a letter or digit), e.g. 'research'",
             info.field_name,
         )
     return value
@@ -384,7 +307,9 @@ def check_node_selector(value: dict[str, str]) -> dict[str, str]:
     _check_keys(value, "node_selector")
     for key, item in value.items():
         if not is_label_value(item):
-            raise error(f"node_selector[{key!r}]={item!r} is invalid: must be a valid label value", "node_selector")
+            raise error(
+                f"node_selector[{key!r}]={item!r} is invalid: must be a valid label value", "node_selector"
+            )
     return value
 
 
@@ -394,7 +319,8 @@ def check_tolerations(value: list[dict[str, Any]]) -> list[dict[str, Any]]:
         effect = toleration.get("effect", "")
         if operator not in _TOLERATION_OPERATORS:
             raise error(
-                f"tolerations[{index}].operator={operator!r} is invalid: use 'Exists' or 'Equal'", "tolerations"
+                f"tolerations[{index}].operator={operator!r} is invalid: use 'Exists' or 'Equal'",
+                "tolerations",
             )
         if effect not in _TOLERATION_EFFECTS:
             raise error(
@@ -415,7 +341,9 @@ def check_volumes(value: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "volumes",
             )
         if name in seen:
-            raise error(f"volumes[{index}].name={name!r} is a duplicate: volume names must be unique", "volumes")
+            raise error(
+                f"volumes[{index}].name={name!r} is a duplicate: volume names must be unique", "volumes"
+            )
         seen.add(name)
     return value
 
@@ -424,7 +352,7 @@ def check_volume_mounts(value: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for index, mount in enumerate(value):
         if not isinstance(mount.get("name"), str) or not str(mount.get("mountPath", "")).startswith("/"):
             raise error(
-                f"volume_mounts[{index}]={_short(mount)} is invalid: needs 'name' (a volume) and an absolute "
+                f"volume_mounts[{index}]={short(mount)} is invalid: needs 'name' (a volume) and an absolute "
                 "'mountPath', e.g. {'name': 'data', 'mountPath': '/data'}",
                 "volume_mounts",
             )
@@ -438,14 +366,19 @@ def check_pull_secrets(value: Any) -> list[str]:
     if isinstance(value, str):
         value = [part.strip() for part in value.split(",") if part.strip()]
     if not isinstance(value, list):
-        raise error(f"image_pull_secrets={_short(value)} is invalid: must be a list of secret names", "image_pull_secrets")
-    names = [item.get("name") if isinstance(item, Mapping) else item for item in value]
-    for name in names:
+        raise error(
+            f"image_pull_secrets={short(value)} is invalid: must be a list of secret names",
+            "image_pull_secrets",
+        )
+    names: list[str] = []
+    for item in value:
+        name = item.get("name") if isinstance(item, Mapping) else item
         if not isinstance(name, str) or not is_dns_1123_subdomain(name):
             raise error(
                 f"image_pull_secrets entry {name!r} is invalid: must be the name of a Secret, e.g. 'regcred'",
                 "image_pull_secrets",
             )
+        names.append(name)
     return names
 
 
@@ -455,21 +388,27 @@ def check_pull_secrets(value: Any) -> list[str]:
 def check_built_job(job: Mapping[str, Any], spec: Any) -> None:
     """Checks that need the merged manifest: image present, mounts backed by volumes."""
     for replica_type, replica in job["spec"]["pytorchReplicaSpecs"].items():
-        pod = replica["template"].get("spec", {})
-        pytorch = next(c for c in pod.get("containers", []) if c.get("name") == "pytorch")
+        pod = replica["template"].get("spec") or {}
+        pytorch = next((c for c in pod.get("containers") or [] if c.get("name") == "pytorch"), None)
+        if pytorch is None:
+            raise error(
+                f"the {replica_type} replica has no container named 'pytorch' after pod_template was merged: "
+                "the training-operator requires it (do not remove spec or spec.containers in pod_template)",
+                "pod_template",
+            )
         if not pytorch.get("image"):
             raise error(
                 f"image is required: the {replica_type} replica's 'pytorch' container has no image "
                 "(pass image='registry/repo:tag' or set it in job_template)",
                 "image",
             )
-        volumes = {volume.get("name") for volume in pod.get("volumes", [])}
-        for container in pod.get("containers", []):
-            for mount in container.get("volumeMounts", []):
+        volumes = {volume.get("name") for volume in pod.get("volumes") or []}
+        for container in pod.get("containers") or []:
+            for mount in container.get("volumeMounts") or []:
                 if mount.get("name") not in volumes:
                     raise error(
-                        f"volume_mounts name={mount.get('name')!r} has no matching volume in the {replica_type} "
-                        "pod: add it to volumes=[{'name': ..., ...}]",
+                        f"volume_mounts name={mount.get('name')!r} has no matching volume in the "
+                        f"{replica_type} pod: add it to volumes=[{{'name': ..., ...}}]",
                         "volume_mounts",
                     )
 

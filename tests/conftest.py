@@ -18,5 +18,7 @@ SHARED_CRDS = Path(__file__).resolve().parents[2] / "shared" / "crds"
 def shared_crds() -> Path:
     """The upstream CRD YAMLs beside the repository (team reference data), or a skip."""
     if not SHARED_CRDS.is_dir():
-        pytest.skip(f"upstream CRD schemas not found at {SHARED_CRDS} (only present beside the team checkout)")
+        pytest.skip(
+            f"upstream CRD schemas not found at {SHARED_CRDS} (only present beside the team checkout)"
+        )
     return SHARED_CRDS

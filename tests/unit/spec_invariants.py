@@ -38,6 +38,14 @@ def assert_manifest_invariants(spec: GangJobSpec, name: str, namespace: str) -> 
         if "master_port" not in spec.model_fields_set and spec.job_template is None:
             assert ports["pytorchjob-port"] == 23456
 
+    _assert_gang_invariants(spec, name, namespace, job, podgroup)
+
+
+def _assert_gang_invariants(
+    spec: GangJobSpec, name: str, namespace: str, job: dict[str, Any], podgroup: dict[str, Any] | None
+) -> None:
+    replicas = job["spec"]["pytorchReplicaSpecs"]
+    total = sum(r["replicas"] for r in replicas.values())
     pods = replicas.values()
     policy = job["spec"].get("runPolicy", {}).get("schedulingPolicy")
     mode = spec.gang_scheduling
@@ -59,9 +67,13 @@ def assert_manifest_invariants(spec: GangJobSpec, name: str, namespace: str) -> 
     ordered_pods: list[dict[str, Any]] = []
     for replica_type in ("Master", "Worker"):
         if replica_type in replicas:
-            ordered_pods += [pod_requests(replicas[replica_type]["template"])] * replicas[replica_type]["replicas"]
+            ordered_pods += [pod_requests(replicas[replica_type]["template"])] * replicas[replica_type][
+                "replicas"
+            ]
     expected_resources = (
-        sum_resources([spec.min_resources]) if spec.min_resources is not None else sum_resources(ordered_pods[:expected_min_member])
+        sum_resources([spec.min_resources])
+        if spec.min_resources is not None
+        else sum_resources(ordered_pods[:expected_min_member])
     )
     assert {k: parse_quantity(v) for k, v in policy["minResources"].items()} == {
         k: parse_quantity(v) for k, v in expected_resources.items()

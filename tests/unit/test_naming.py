@@ -5,7 +5,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from airflow_gang import naming
-from airflow_gang.naming import identity_labels, identity_selector, is_dns_1035_label, is_label_value, job_name
+from airflow_gang.naming import (
+    identity_labels,
+    identity_selector,
+    is_dns_1035_label,
+    is_label_value,
+    job_name,
+)
 
 airflow_ids = st.text(min_size=1, max_size=250)
 map_indexes = st.integers(min_value=-1, max_value=100_000)

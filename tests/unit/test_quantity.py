@@ -29,7 +29,9 @@ def test_parse_quantity_reads_every_suffix_kind(text: str | int | float, expecte
     assert parse_quantity(text) == expected
 
 
-@pytest.mark.parametrize("bad", ["", "16GB", "Gi", "1.2.3", "4 cpus", "1e", "--1", "16gi", "1Gi\n", True, None, [1]])
+@pytest.mark.parametrize(
+    "bad", ["", "16GB", "Gi", "1.2.3", "4 cpus", "1e", "--1", "16gi", "1Gi\n", True, None, [1]]
+)
 def test_parse_quantity_rejects_non_quantities(bad: object) -> None:
     with pytest.raises(QuantityError):
         parse_quantity(bad)  # type: ignore[arg-type]
@@ -43,7 +45,9 @@ def test_format_quantity_prefers_exact_binary_units_for_binary_inputs() -> None:
 
 
 def test_sum_resources_adds_key_by_key_and_keeps_units() -> None:
-    total = sum_resources([{"cpu": "500m", "memory": "1Gi"}, {"cpu": 2, "memory": "512Mi", "nvidia.com/gpu": 1}])
+    total = sum_resources(
+        [{"cpu": "500m", "memory": "1Gi"}, {"cpu": 2, "memory": "512Mi", "nvidia.com/gpu": 1}]
+    )
     assert total == {"cpu": "2500m", "memory": "1536Mi", "nvidia.com/gpu": "1"}
 
 

@@ -32,14 +32,25 @@ def test_seed_job_satisfies_the_invariants_in_every_gang_mode(mode: str) -> None
 
 def test_provider_mode_podgroup_gangs_the_whole_job_with_summed_requests() -> None:
     spec = GangJobSpec(
-        image="img:1", workers=3, resources={"nvidia.com/gpu": 1, "cpu": "4", "memory": "16Gi"}, queue="research"
+        image="img:1",
+        workers=3,
+        resources={"nvidia.com/gpu": 1, "cpu": "4", "memory": "16Gi"},
+        queue="research",
     )
     podgroup = spec.build_podgroup("train-1", "ml", labels={"airflow-gang.io/managed-by": "airflow-gang"})
     assert podgroup == {
         "apiVersion": "scheduling.volcano.sh/v1beta1",
         "kind": "PodGroup",
-        "metadata": {"name": "train-1", "namespace": "ml", "labels": {"airflow-gang.io/managed-by": "airflow-gang"}},
-        "spec": {"minMember": 4, "queue": "research", "minResources": {"cpu": "16", "memory": "64Gi", "nvidia.com/gpu": "4"}},
+        "metadata": {
+            "name": "train-1",
+            "namespace": "ml",
+            "labels": {"airflow-gang.io/managed-by": "airflow-gang"},
+        },
+        "spec": {
+            "minMember": 4,
+            "queue": "research",
+            "minResources": {"cpu": "16", "memory": "64Gi", "nvidia.com/gpu": "4"},
+        },
     }
 
 
@@ -58,9 +69,9 @@ def test_explicit_min_resources_win_over_the_computed_sum() -> None:
 
 
 def test_gpus_are_requested_and_limited_while_cpu_and_memory_are_only_requested() -> None:
-    job = GangJobSpec(image="img:1", resources={"nvidia.com/gpu": 2, "cpu": "500m", "memory": "2Gi"}).build_pytorchjob(
-        "t", "ml"
-    )
+    job = GangJobSpec(
+        image="img:1", resources={"nvidia.com/gpu": 2, "cpu": "500m", "memory": "2Gi"}
+    ).build_pytorchjob("t", "ml")
     resources = _container(job)["resources"]
     assert resources == {
         "requests": {"nvidia.com/gpu": 2, "cpu": "500m", "memory": "2Gi"},
@@ -124,7 +135,10 @@ def test_pod_level_fields_land_in_every_replica() -> None:
     for replica_type in ("Master", "Worker"):
         template = job["spec"]["pytorchReplicaSpecs"][replica_type]["template"]
         pod = template["spec"]
-        assert template["metadata"]["labels"] == {"team": "vision", "airflow-gang.io/managed-by": "airflow-gang"}
+        assert template["metadata"]["labels"] == {
+            "team": "vision",
+            "airflow-gang.io/managed-by": "airflow-gang",
+        }
         assert pod["nodeSelector"] == {"gpu": "a100"}
         assert pod["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
         assert pod["volumes"] == [{"name": "data", "persistentVolumeClaim": {"claimName": "datasets"}}]
@@ -142,20 +156,31 @@ def test_official_client_models_are_accepted_for_volumes_and_tolerations() -> No
     )
     pod = _pod(spec.build_pytorchjob("t", "ml"))
     assert pod["volumes"] == [{"name": "scratch", "emptyDir": {"medium": "Memory"}}]
-    assert pod["tolerations"] == [{"effect": "NoSchedule", "key": "dedicated", "operator": "Equal", "value": "ml"}]
+    assert pod["tolerations"] == [
+        {"effect": "NoSchedule", "key": "dedicated", "operator": "Equal", "value": "ml"}
+    ]
 
 
 def test_run_policy_and_restart_policy() -> None:
     spec = GangJobSpec(
         image="img:1",
         restart_policy="Never",
-        run_policy={"clean_pod_policy": "All", "backoff_limit": 2, "active_deadline_seconds": 600,
-                    "ttl_seconds_after_finished": 60},
+        run_policy={
+            "clean_pod_policy": "All",
+            "backoff_limit": 2,
+            "active_deadline_seconds": 600,
+            "ttl_seconds_after_finished": 60,
+        },
     )
     job = spec.build_pytorchjob("t", "ml")
     policy = dict(job["spec"]["runPolicy"])
     policy.pop("schedulingPolicy")
-    assert policy == {"cleanPodPolicy": "All", "backoffLimit": 2, "activeDeadlineSeconds": 600, "ttlSecondsAfterFinished": 60}
+    assert policy == {
+        "cleanPodPolicy": "All",
+        "backoffLimit": 2,
+        "activeDeadlineSeconds": 600,
+        "ttlSecondsAfterFinished": 60,
+    }
     assert {r["restartPolicy"] for r in job["spec"]["pytorchReplicaSpecs"].values()} == {"Never"}
 
 
@@ -166,7 +191,10 @@ def test_pod_template_is_merged_into_every_replica_by_container_name() -> None:
         pod_template={
             "metadata": {"annotations": {"sidecar.istio.io/inject": "false"}},
             "spec": {
-                "containers": [{"name": "pytorch", "env": [{"name": "B", "value": "2"}]}, {"name": "proxy", "image": "p:1"}],
+                "containers": [
+                    {"name": "pytorch", "env": [{"name": "B", "value": "2"}]},
+                    {"name": "proxy", "image": "p:1"},
+                ],
                 "hostIPC": True,
             },
         },
@@ -192,12 +220,20 @@ TEMPLATE = {
             "Master": {
                 "replicas": 1,
                 "restartPolicy": "Never",
-                "template": {"spec": {"containers": [{"name": "pytorch", "image": "base:1", "command": ["python", "a.py"]}]}},
+                "template": {
+                    "spec": {
+                        "containers": [{"name": "pytorch", "image": "base:1", "command": ["python", "a.py"]}]
+                    }
+                },
             },
             "worker": {
                 "replicas": 3,
                 "restartPolicy": "Never",
-                "template": {"spec": {"containers": [{"name": "pytorch", "image": "base:1", "command": ["python", "a.py"]}]}},
+                "template": {
+                    "spec": {
+                        "containers": [{"name": "pytorch", "image": "base:1", "command": ["python", "a.py"]}]
+                    }
+                },
             },
         },
         "runPolicy": {"cleanPodPolicy": "Running", "schedulingPolicy": {"queue": "team-a"}},
@@ -223,7 +259,9 @@ def test_job_template_keeps_its_values_unless_an_argument_overrides_them() -> No
 
 
 def test_explicit_arguments_override_the_job_template() -> None:
-    spec = GangJobSpec(job_template=TEMPLATE, workers=1, restart_policy="OnFailure", queue="team-b", command=["x"])
+    spec = GangJobSpec(
+        job_template=TEMPLATE, workers=1, restart_policy="OnFailure", queue="team-b", command=["x"]
+    )
     job = spec.build_pytorchjob("t", "ml")
     replicas = job["spec"]["pytorchReplicaSpecs"]
     assert replicas["Worker"]["replicas"] == 1
@@ -264,7 +302,10 @@ def test_disabled_mode_strips_gang_decoration_a_template_carries() -> None:
                 "Master": {
                     "template": {
                         "metadata": {"annotations": {"scheduling.k8s.io/group-name": "old"}},
-                        "spec": {"schedulerName": "volcano", "containers": [{"name": "pytorch", "image": "i:1"}]},
+                        "spec": {
+                            "schedulerName": "volcano",
+                            "containers": [{"name": "pytorch", "image": "i:1"}],
+                        },
                     }
                 }
             },

@@ -1,0 +1,71 @@
+"""The `airflow-gang` command and the provider registration, run as a user would run them."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from airflow_gang import __version__
+from airflow_gang.get_provider_info import get_provider_info
+
+BIN = Path(sys.executable).parent
+
+
+def _run(*command: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        command, capture_output=True, text=True, timeout=120, env=os.environ.copy(), check=False
+    )
+
+
+def test_version_command_prints_the_package_version() -> None:
+    result = _run(str(BIN / "airflow-gang"), "version")
+    assert result.returncode == 0
+    assert result.stdout.strip() == f"airflow-gang {__version__}"
+
+
+def test_render_prints_a_podgroup_and_a_pytorchjob_per_job() -> None:
+    result = _run(str(BIN / "airflow-gang"), "render", "--name", "seed", "--count", "6", "--gpus", "1")
+    assert result.returncode == 0, result.stderr
+    documents = list(yaml.safe_load_all(result.stdout))
+    assert [d["kind"] for d in documents] == ["PodGroup", "PyTorchJob"] * 6
+    assert [d["metadata"]["name"] for d in documents[::2]] == [f"seed-{i}" for i in range(1, 7)]
+    assert all(d["spec"]["minMember"] == 2 for d in documents[::2])
+
+
+def test_render_reports_bad_input_on_stderr_with_exit_code_2(tmp_path: Path) -> None:
+    spec = tmp_path / "job.yaml"
+    spec.write_text("image: ghcr.io/acme/train:1\nresources: {memory: 16GB}\n")
+    result = _run(str(BIN / "airflow-gang"), "render", "--spec", str(spec))
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert "resources['memory']='16GB' is invalid" in result.stderr
+
+
+def test_provider_info_matches_airflows_schema() -> None:
+    import jsonschema
+    from airflow.providers_manager import ProvidersManager  # noqa: F401 - ensures airflow is importable
+
+    schema_path = Path(__import__("airflow").__file__).parent / "provider_info.schema.json"
+    schema = json.loads(schema_path.read_text())
+    jsonschema.validate(get_provider_info(), schema)
+    info = get_provider_info()
+    assert info["package-name"] == "airflow-gang"
+    assert set(info["config"]["gang"]["options"]) == {
+        "default_admission_timeout",
+        "ui_url_template",
+        "dashboard_url_template",
+    }
+
+
+def test_airflow_providers_list_shows_the_provider() -> None:
+    result = _run(str(BIN / "airflow"), "providers", "list", "--output", "json")
+    assert result.returncode == 0, result.stderr
+    providers = {p["package_name"]: p for p in json.loads(result.stdout)}
+    assert providers["airflow-gang"]["version"] == __version__
+    assert "kubernetes_default" not in result.stderr
+    assert "already registered" not in result.stderr + result.stdout
