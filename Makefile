@@ -16,7 +16,7 @@ $(INSTALLED): pyproject.toml | $(BIN)/python
 	touch $@
 
 lint: $(INSTALLED)
-	$(BIN)/ruff check airflow_gang tests benchmarks
+	$(BIN)/ruff check airflow_gang tests $(wildcard benchmarks)
 	$(BIN)/mypy airflow_gang
 	$(BIN)/lint-imports
 
@@ -28,8 +28,11 @@ demo: $(INSTALLED)
 	@echo "# These are the PodGroup + PyTorchJob manifests the operator submits for each job."
 	$(BIN)/airflow-gang render --name seed --count 6 --workers 1 --gpus 1 --cpu 2 --memory 8Gi
 
+BENCHMARKS := $(wildcard benchmarks/bench_*.py)
+
 bench: $(INSTALLED)
-	@for script in benchmarks/bench_*.py; do echo "== $$script"; $(BIN)/python $$script || exit 1; done
+	@test -n "$(BENCHMARKS)" || { echo "no benchmarks/bench_*.py yet"; exit 0; }
+	@for script in $(BENCHMARKS); do echo "== $$script"; $(BIN)/python $$script || exit 1; done
 
 clean:
 	rm -rf $(VENV) .airflow .pytest_cache .mypy_cache .ruff_cache .hypothesis *.egg-info
