@@ -1,0 +1,191 @@
+"""A thin asynchronous REST client over the official ``kubernetes_asyncio`` ApiClient.
+
+Controllers speak plain JSON dicts for every kind (built-in or custom) through one code path:
+requests go through ``ApiClient.call_api`` (so kubeconfig auth, TLS and proxies are the official
+client's), responses are read raw so no model round-trip slows a scheduler binding thousands of
+pods. Errors become `ApiError` carrying the server's ``Status``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+from kubernetes_asyncio import client as k8s
+from kubernetes_asyncio import config as k8s_config
+
+from airflow_gang.sim.controllers.kinds import PODS, Kind
+
+JsonDict = dict[str, Any]
+MERGE_PATCH = "application/merge-patch+json"
+
+
+class ApiError(Exception):
+    """A non-2xx answer; ``status`` is the HTTP code, ``reason`` the Status reason."""
+
+    def __init__(self, status: int, body: JsonDict | None, method: str, path: str) -> None:
+        self.status = status
+        self.body = body or {}
+        self.reason = str(self.body.get("reason", ""))
+        message = self.body.get("message") or f"HTTP {status}"
+        super().__init__(f"{method} {path}: {status} {self.reason}: {message}")
+
+
+class KubeClient:
+    """JSON-in, JSON-out access to one API server."""
+
+    def __init__(self, api_client: k8s.ApiClient) -> None:
+        self._api = api_client
+
+    @classmethod
+    async def from_kubeconfig(cls, path: str, context: str | None = None) -> KubeClient:
+        configuration = k8s.Configuration()
+        await k8s_config.load_kube_config(
+            config_file=path, context=context, client_configuration=configuration
+        )
+        return cls(k8s.ApiClient(configuration))
+
+    async def close(self) -> None:
+        await self._api.close()
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: dict[str, Any] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+        timeout: float | None = 30.0,
+    ) -> JsonDict:
+        response = await self._send(
+            method, path, query=query, body=body, content_type=content_type, timeout=timeout
+        )
+        try:
+            raw = await response.read()
+        finally:
+            response.release()
+        payload = json.loads(raw) if raw else {}
+        if not 200 <= response.status <= 299:
+            raise ApiError(response.status, payload if isinstance(payload, dict) else None, method, path)
+        return payload if isinstance(payload, dict) else {"value": payload}
+
+    async def _send(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: dict[str, Any] | None,
+        body: Any,
+        content_type: str,
+        timeout: float | None,
+    ) -> Any:
+        params = [(key, value) for key, value in (query or {}).items() if value is not None]
+        return await self._api.call_api(
+            path,
+            method,
+            query_params=params,
+            header_params={"Accept": "application/json", "Content-Type": content_type},
+            body=body,
+            auth_settings=["BearerToken"],
+            _preload_content=False,
+            _request_timeout=timeout,
+        )
+
+    # --- verbs --------------------------------------------------------------------------------
+
+    async def get(self, kind: Kind, name: str, namespace: str | None = None) -> JsonDict:
+        return await self.request("GET", kind.path(namespace, name))
+
+    async def list_objects(self, kind: Kind, namespace: str | None = None, **query: Any) -> JsonDict:
+        return await self.request("GET", kind.path(namespace), query=query)
+
+    async def create(self, kind: Kind, body: JsonDict, namespace: str | None = None) -> JsonDict:
+        return await self.request("POST", kind.path(namespace), body=body)
+
+    async def replace(self, kind: Kind, body: JsonDict, subresource: str | None = None) -> JsonDict:
+        metadata = body["metadata"]
+        path = kind.path(metadata.get("namespace"), metadata["name"], subresource)
+        return await self.request("PUT", path, body=body)
+
+    async def patch(
+        self,
+        kind: Kind,
+        name: str,
+        patch: JsonDict,
+        namespace: str | None = None,
+        subresource: str | None = None,
+    ) -> JsonDict:
+        return await self.request(
+            "PATCH", kind.path(namespace, name, subresource), body=patch, content_type=MERGE_PATCH
+        )
+
+    async def delete(
+        self, kind: Kind, name: str, namespace: str | None = None, propagation: str = "Background"
+    ) -> JsonDict:
+        body = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": propagation}
+        return await self.request("DELETE", kind.path(namespace, name), body=body)
+
+    async def bind(self, namespace: str, pod: str, node: str) -> None:
+        """What a scheduler does: POST a ``Binding`` to the pod's ``binding`` subresource."""
+        binding = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": pod, "namespace": namespace},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+        }
+        await self.request("POST", PODS.path(namespace, pod, "binding"), body=binding)
+
+    async def append_log(self, namespace: str, pod: str, container: str, lines: list[str]) -> None:
+        """Publish container output (the simulator's stand-in for the kubelet's log files).
+
+        The endpoint is simulator-only (``/sim/v1/...``); against a real cluster nothing runs
+        our kubelet, so this is never called there.
+        """
+        await self.request(
+            "POST",
+            f"/sim/v1/namespaces/{namespace}/pods/{pod}/log",
+            query={"container": container},
+            body={"lines": lines},
+        )
+
+    async def watch(
+        self, kind: Kind, resource_version: str, timeout_seconds: int = 300, namespace: str | None = None
+    ) -> AsyncIterator[JsonDict]:
+        """Yield watch events (``{"type", "object"}``) after ``resource_version``.
+
+        Ends when the server closes the stream; an ``ERROR`` event is yielded as is (410 Gone
+        means: list again).
+        """
+        query = {
+            "watch": "true",
+            "resourceVersion": resource_version,
+            "timeoutSeconds": timeout_seconds,
+            "allowWatchBookmarks": "true",
+        }
+        response = await self._send(
+            "GET",
+            kind.path(namespace),
+            query=query,
+            body=None,
+            content_type="application/json",
+            timeout=timeout_seconds + 30,
+        )
+        try:
+            if not 200 <= response.status <= 299:
+                raw = await response.read()
+                raise ApiError(
+                    response.status, json.loads(raw) if raw else None, "WATCH", kind.path(namespace)
+                )
+            while True:
+                line = await response.content.readline()
+                if not line:
+                    return
+                if line.strip():
+                    yield json.loads(line)
+        except asyncio.CancelledError:
+            raise
+        finally:
+            response.release()

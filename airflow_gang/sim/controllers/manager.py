@@ -1,0 +1,95 @@
+"""Runs a set of controllers and their shared informers on one event loop in a background thread.
+
+Used by `SimCluster`, by ``airflow-gang sim controllers`` (attach mode) and by tests. It needs
+nothing but a kubeconfig: controllers reach the API server over HTTP like any client would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+
+from airflow_gang.sim.controllers.client import KubeClient
+from airflow_gang.sim.controllers.informer import Cache
+from airflow_gang.sim.controllers.runner import Controller
+
+log = logging.getLogger(__name__)
+
+ControllerFactory = Callable[[KubeClient, Cache], Controller]
+
+
+class ControllerManager:
+    """Start with `start()`; `stop()` cancels every task and closes the client."""
+
+    def __init__(
+        self, kubeconfig_path: str, factories: Sequence[ControllerFactory], *, context: str | None = None
+    ):
+        self.kubeconfig_path = kubeconfig_path
+        self.context = context
+        self.factories = list(factories)
+        self.controllers: list[Controller] = []
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name="gang-sim-controllers", daemon=True
+        )
+        self._main: Future[None] | None = None
+        self._ready = threading.Event()
+        self._startup_error: BaseException | None = None
+
+    def start(self, timeout: float = 30.0) -> ControllerManager:
+        self._thread.start()
+        self._main = asyncio.run_coroutine_threadsafe(self._run(), self._loop)
+        if not self._ready.wait(timeout):
+            self.stop()
+            raise TimeoutError(f"controllers did not sync with the API server within {timeout:.0f}s")
+        if self._startup_error is not None:
+            self.stop()
+            raise RuntimeError("controllers failed to start") from self._startup_error
+        return self
+
+    async def _run(self) -> None:
+        client: KubeClient | None = None
+        tasks: list[asyncio.Task[None]] = []
+        try:
+            client = await KubeClient.from_kubeconfig(self.kubeconfig_path, self.context)
+            cache = Cache(client)
+            self.controllers = [factory(client, cache) for factory in self.factories]
+            tasks = [asyncio.create_task(informer.run()) for informer in list(cache.informers.values())]
+            await asyncio.wait_for(cache.wait_synced(), 30)
+            tasks += [asyncio.create_task(controller.run()) for controller in self.controllers]
+            self._ready.set()
+            await asyncio.gather(*tasks)
+        except asyncio.CancelledError:
+            pass
+        except BaseException as error:  # surfaced to start(); the thread must not die silently
+            self._startup_error = error
+            self._ready.set()
+            log.exception("controller manager failed")
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            if client is not None:
+                await client.close()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        if self._main is not None and not self._main.done():
+            self._loop.call_soon_threadsafe(self._main.cancel)
+            try:
+                self._main.result(timeout)
+            except BaseException:  # cancelled on purpose; errors were logged in _run
+                pass
+        if self._thread.is_alive():
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout)
+        if not self._loop.is_running():
+            self._loop.close()
+
+    def __enter__(self) -> ControllerManager:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
