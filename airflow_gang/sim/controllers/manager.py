@@ -7,6 +7,7 @@ nothing but a kubeconfig: controllers reach the API server over HTTP like any cl
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
 from collections.abc import Callable, Sequence
@@ -78,10 +79,9 @@ class ControllerManager:
     def stop(self, timeout: float = 10.0) -> None:
         if self._main is not None and not self._main.done():
             self._loop.call_soon_threadsafe(self._main.cancel)
-            try:
+            # Cancelled on purpose; errors were already logged in _run.
+            with contextlib.suppress(BaseException):
                 self._main.result(timeout)
-            except BaseException:  # cancelled on purpose; errors were logged in _run
-                pass
         if self._thread.is_alive():
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(timeout)
