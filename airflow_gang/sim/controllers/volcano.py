@@ -1,0 +1,245 @@
+"""The simulated Volcano scheduler: default queues, then one scheduling session per period.
+
+Each session reads the informer cache, asks `volcano_session.run_session` (pure) what to do,
+and applies it over the API like vc-scheduler does: ``pods/binding`` for placements, a whole
+PodGroup ``PUT`` for its status (PodGroups have no status subresource), the queue's ``/status``,
+``PodScheduled=False`` on pods left pending, and events on the PodGroup.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+import uuid
+from collections.abc import Callable
+from decimal import Decimal
+from typing import Any, ClassVar
+
+from airflow_gang.sim.controllers.client import ApiError, JsonDict, KubeClient
+from airflow_gang.sim.controllers.informer import Cache
+from airflow_gang.sim.controllers.kinds import EVENTS, NODES, PODGROUPS, PODS, PRIORITY_CLASSES, QUEUES, Kind
+from airflow_gang.sim.controllers.runner import Controller
+from airflow_gang.sim.controllers.volcano_session import GroupEvent, SessionConfig, Snapshot, run_session
+
+log = logging.getLogger(__name__)
+
+COMPONENT = "volcano"
+DEFAULT_QUEUES: dict[str, JsonDict] = {
+    "root": {"reclaimable": False, "weight": 1},
+    "default": {"reclaimable": True, "weight": 1, "parent": "root"},
+}
+
+
+def utc_now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+def _timestamp(moment: dt.datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class Volcano(Controller):
+    """vc-scheduler's enqueue + allocate, every ``schedule_period`` seconds (Volcano's default 1 s)."""
+
+    name: ClassVar[str] = "volcano"
+    kinds: ClassVar[tuple[Kind, ...]] = (NODES, PODS, PODGROUPS, QUEUES, PRIORITY_CLASSES)
+
+    def __init__(
+        self,
+        client: KubeClient,
+        cache: Cache,
+        *,
+        schedule_period: float = 1.0,
+        overcommit_factor: float = 1.2,
+        queues: dict[str, dict[str, Any] | None] | None = None,
+        clock: Callable[[], dt.datetime] = utc_now,
+    ) -> None:
+        super().__init__(client, cache, period=schedule_period)
+        self.config = SessionConfig(overcommit_factor=Decimal(str(overcommit_factor)))
+        self.schedule_period = schedule_period
+        self.extra_queues = queues or {}
+        self.clock = clock
+        self.sessions = 0
+        self._emitted: set[tuple[str, str, str, str]] = set()
+        self._queues_ready = False
+
+    async def run(self) -> None:
+        await self.cache.wait_synced()
+        await self._ensure_queues()
+        # Sessions run on a fixed period like vc-scheduler's; cache changes do not start extra
+        # sessions, which is what makes "bound one period before Running" observable.
+        while True:
+            started = asyncio.get_running_loop().time()
+            try:
+                await self.reconcile()
+            except (ApiError, OSError) as error:
+                log.debug("volcano session failed: %s", error)
+            self.reconciles += 1
+            elapsed = asyncio.get_running_loop().time() - started
+            await asyncio.sleep(max(0.0, self.schedule_period - elapsed))
+
+    async def _ensure_queues(self) -> None:
+        wanted: dict[str, JsonDict] = {name: dict(spec) for name, spec in DEFAULT_QUEUES.items()}
+        for name, capability in self.extra_queues.items():
+            spec: JsonDict = {"reclaimable": True, "weight": 1, "parent": "root"}
+            if capability:
+                spec["capability"] = {key: str(value) for key, value in capability.items()}
+            wanted[name] = spec
+        for name, spec in wanted.items():
+            if self.cache.get(QUEUES, "", name) is not None:
+                continue
+            body = {
+                "apiVersion": QUEUES.api_version,
+                "kind": "Queue",
+                "metadata": {"name": name},
+                "spec": spec,
+            }
+            try:
+                self.cache[QUEUES].observe(await self.client.create(QUEUES, body))
+            except ApiError as error:
+                if error.status != 409:
+                    raise
+
+    async def reconcile(self) -> None:
+        self.sessions += 1
+        now = self.clock()
+        snapshot = Snapshot(
+            nodes=self.cache.items(NODES),
+            pods=self.cache.items(PODS),
+            podgroups=self.cache.items(PODGROUPS),
+            queues=self.cache.items(QUEUES),
+            priority_classes=self.cache.items(PRIORITY_CLASSES),
+        )
+        result = run_session(snapshot, self.config)
+        for namespace, pod, node in result.bindings:
+            try:
+                await self.client.bind(namespace, pod, node)
+            except ApiError as error:  # deleted or bound meanwhile: the next session sees it
+                log.debug("volcano: bind %s/%s -> %s failed: %s", namespace, pod, node, error)
+        transition = str(uuid.uuid4())
+        for key, status in result.podgroup_status.items():
+            await self._write_podgroup_status(key, status, transition, now)
+        for (namespace, name), message in result.pod_unschedulable.items():
+            await self._mark_unschedulable(namespace, name, message, now)
+        for name, status in result.queue_status.items():
+            await self._write_queue_status(name, status)
+        for event in result.events:
+            await self._emit(event, now)
+
+    async def _write_podgroup_status(
+        self, key: tuple[str, str], status: JsonDict, transition: str, now: dt.datetime
+    ) -> None:
+        current = self.cache.get(PODGROUPS, *key)
+        if current is None:
+            return
+        old = current.get("status") or {}
+        conditions = []
+        for condition in status["conditions"]:
+            previous = next(
+                (c for c in old.get("conditions") or [] if c.get("type") == condition["type"]), None
+            )
+            same = previous is not None and all(previous.get(k) == v for k, v in condition.items())
+            conditions.append(
+                previous
+                if same
+                else {**condition, "transitionID": transition, "lastTransitionTime": _timestamp(now)}
+            )
+        new_status = {**old, **status, "conditions": conditions}
+        if not conditions:
+            new_status.pop("conditions")
+        if new_status == old:
+            return  # vc-scheduler rewrites every session; writing only changes keeps watches quiet
+        if old.get("phase") != new_status["phase"]:
+            log.info(
+                "podgroup %s/%s phase %s->%s",
+                key[0],
+                key[1],
+                old.get("phase") or "(none)",
+                new_status["phase"],
+            )
+        try:
+            self.cache[PODGROUPS].observe(
+                await self.client.replace(PODGROUPS, {**current, "status": new_status})
+            )
+        except ApiError as error:
+            if error.status not in (404, 409):
+                raise
+
+    async def _mark_unschedulable(self, namespace: str, name: str, message: str, now: dt.datetime) -> None:
+        pod = self.cache.get(PODS, namespace, name)
+        if pod is None:
+            return
+        conditions = (pod.get("status") or {}).get("conditions") or []
+        current = next((c for c in conditions if c.get("type") == "PodScheduled"), None)
+        if current and current.get("status") == "False" and current.get("message") == message:
+            return
+        condition = {
+            "type": "PodScheduled",
+            "status": "False",
+            "reason": "Unschedulable",
+            "message": message,
+            "lastTransitionTime": _timestamp(now),
+            "lastProbeTime": None,
+        }
+        others = [c for c in conditions if c.get("type") != "PodScheduled"]
+        try:
+            updated = await self.client.patch(
+                PODS, name, {"status": {"conditions": [*others, condition]}}, namespace, subresource="status"
+            )
+            self.cache[PODS].observe(updated)
+        except ApiError as error:
+            if error.status not in (404, 409):
+                raise
+
+    async def _write_queue_status(self, name: str, status: JsonDict) -> None:
+        queue = self.cache.get(QUEUES, "", name)
+        if queue is None:
+            return
+        old = queue.get("status") or {}
+        if {**old, **status} == old:
+            return
+        try:
+            updated = await self.client.replace(
+                QUEUES, {**queue, "status": {**old, **status}}, subresource="status"
+            )
+            self.cache[QUEUES].observe(updated)
+        except ApiError as error:
+            if error.status not in (404, 409):
+                raise
+
+    async def _emit(self, event: GroupEvent, now: dt.datetime) -> None:
+        podgroup = self.cache.get(PODGROUPS, *event.podgroup)
+        if podgroup is None:
+            return
+        uid = podgroup["metadata"].get("uid", "")
+        identity = (uid, event.type, event.reason, event.message)
+        if identity in self._emitted:
+            return  # the real recorder aggregates repeats into a count; one record per message here
+        self._emitted.add(identity)
+        namespace, name = event.podgroup
+        body = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"generateName": f"{name}.", "namespace": namespace},
+            "involvedObject": {
+                "apiVersion": PODGROUPS.api_version,
+                "kind": "PodGroup",
+                "name": name,
+                "namespace": namespace,
+                "uid": uid,
+                "resourceVersion": podgroup["metadata"].get("resourceVersion"),
+            },
+            "reason": event.reason,
+            "message": event.message,
+            "type": event.type,
+            "source": {"component": COMPONENT},
+            "reportingComponent": COMPONENT,
+            "firstTimestamp": _timestamp(now),
+            "lastTimestamp": _timestamp(now),
+            "count": 1,
+        }
+        try:
+            await self.client.create(EVENTS, body, namespace)
+        except ApiError as error:
+            log.debug("volcano: event on %s/%s not recorded: %s", namespace, name, error)

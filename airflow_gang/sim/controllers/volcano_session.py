@@ -1,0 +1,384 @@
+"""One Volcano scheduling session as a pure function: cluster snapshot in, decisions out.
+
+Mirrors the default ``enqueue, allocate`` actions with the gang, overcommit, proportion and
+priority plugins (DOMAIN.md §1 and the observations of §10):
+
+- **enqueue**: a ``Pending`` PodGroup becomes ``Inqueue`` when it has no ``minResources``, or
+  when both the overcommit check (cluster x factor - used must cover what admitted groups still
+  need plus this one) and the proportion check (the queue is Open and its capability — or the
+  whole cluster — covers its allocation, its admitted groups and this one) pass. Rejected groups
+  are skipped; later ones may still enqueue.
+- **allocate**: pending pods of admitted groups are placed first-fit on a scratch copy of the
+  nodes; the placement is committed (pods bound) only if the gang then has ``minMember`` pods
+  placed — all or nothing.
+- **session close**: phases are computed from the state the session *started* with, so a
+  group's pods are bound one session before its phase says ``Running`` (as on a real cluster);
+  conditions ``Unschedulable``/``Scheduled`` carry the real message format.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from airflow_gang.quantity import format_quantity
+from airflow_gang.sim.controllers import capacity
+from airflow_gang.sim.controllers.capacity import Resources
+
+JsonDict = dict[str, Any]
+Key = tuple[str, str]
+
+GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
+SCHEDULER_NAME = "volcano"
+ADMITTED_PHASES = frozenset({"Inqueue", "Running", "Unknown"})
+
+
+@dataclass(frozen=True)
+class SessionConfig:
+    overcommit_factor: Decimal = Decimal("1.2")
+    scheduler_name: str = SCHEDULER_NAME
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    nodes: list[JsonDict]
+    pods: list[JsonDict]
+    podgroups: list[JsonDict]
+    queues: list[JsonDict]
+    priority_classes: list[JsonDict] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class GroupEvent:
+    podgroup: Key
+    type: str
+    reason: str
+    message: str
+
+
+@dataclass
+class SessionResult:
+    bindings: list[tuple[str, str, str]] = field(default_factory=list)
+    """(namespace, pod, node), in the order they should be bound."""
+    podgroup_status: dict[Key, JsonDict] = field(default_factory=dict)
+    """Every PodGroup's status as this session leaves it (``conditions`` without times)."""
+    events: list[GroupEvent] = field(default_factory=list)
+    pod_unschedulable: dict[Key, str] = field(default_factory=dict)
+    """Pending pods left unbound, with the PodScheduled=False message."""
+    queue_status: dict[str, JsonDict] = field(default_factory=dict)
+
+
+@dataclass
+class _Group:
+    podgroup: JsonDict
+    key: Key
+    queue: str
+    min_member: int
+    min_resources: Resources | None
+    priority: int
+    phase: str
+    tasks: list[JsonDict]
+
+    @property
+    def pending(self) -> list[JsonDict]:
+        return sorted(
+            (t for t in self.tasks if not (t.get("spec") or {}).get("nodeName") and not _terminating(t)),
+            key=lambda t: t["metadata"]["name"],
+        )
+
+    def count(self, status: str) -> int:
+        return sum(1 for task in self.tasks if _task_status(task) == status)
+
+    @property
+    def scheduled(self) -> int:
+        return sum(
+            1 for task in self.tasks if _task_status(task) in {"Bound", "Running", "Succeeded", "Failed"}
+        )
+
+    @property
+    def allocated(self) -> Resources:
+        return capacity.total(capacity.pod_requests(t) for t in self.tasks if capacity.holds_resources(t))
+
+
+def _terminating(pod: JsonDict) -> bool:
+    return bool((pod.get("metadata") or {}).get("deletionTimestamp"))
+
+
+def _task_status(pod: JsonDict) -> str:
+    phase = (pod.get("status") or {}).get("phase") or "Pending"
+    if phase == "Pending" and (pod.get("spec") or {}).get("nodeName"):
+        return "Bound"
+    return str(phase)
+
+
+def _priority_values(priority_classes: list[JsonDict]) -> tuple[dict[str, int], int]:
+    values = {pc["metadata"]["name"]: int(pc.get("value", 0)) for pc in priority_classes}
+    default = next((int(pc.get("value", 0)) for pc in priority_classes if pc.get("globalDefault")), 0)
+    return values, default
+
+
+def _groups(snapshot: Snapshot, config: SessionConfig) -> list[_Group]:
+    tasks: dict[Key, list[JsonDict]] = {}
+    for pod in snapshot.pods:
+        annotations = (pod.get("metadata") or {}).get("annotations") or {}
+        group = annotations.get(GROUP_ANNOTATION)
+        if group and (pod.get("spec") or {}).get("schedulerName") == config.scheduler_name:
+            tasks.setdefault((pod["metadata"]["namespace"], group), []).append(pod)
+    priorities, default_priority = _priority_values(snapshot.priority_classes)
+    groups = []
+    for podgroup in snapshot.podgroups:
+        metadata, spec = podgroup["metadata"], podgroup.get("spec") or {}
+        key = (metadata["namespace"], metadata["name"])
+        min_resources = spec.get("minResources")
+        groups.append(
+            _Group(
+                podgroup=podgroup,
+                key=key,
+                queue=spec.get("queue") or "default",
+                min_member=int(spec.get("minMember") or 0),
+                min_resources=capacity.parse_resources(min_resources) if min_resources else None,
+                priority=priorities.get(spec.get("priorityClassName") or "", default_priority),
+                phase=(podgroup.get("status") or {}).get("phase") or "Pending",
+                tasks=tasks.get(key, []),
+            )
+        )
+    # Volcano's job order: priority first, then age (1 s resolution), then namespace/name.
+    groups.sort(key=lambda g: (-g.priority, g.podgroup["metadata"].get("creationTimestamp", ""), g.key))
+    return groups
+
+
+def _queue_state(queue: JsonDict) -> str:
+    return str((queue.get("status") or {}).get("state") or "Open")
+
+
+def _unmet(need: Resources, have: Resources, dimensions: Resources) -> list[str]:
+    return [
+        name for name in sorted(dimensions) if dimensions[name] > 0 and need.get(name, 0) > have.get(name, 0)
+    ]
+
+
+def _still_needed(group: _Group) -> Resources:
+    """What an admitted group may still claim: its minResources less what it already holds."""
+    if group.min_resources is None:
+        return {}
+    if group.phase == "Inqueue":
+        return dict(group.min_resources)
+    held = group.allocated
+    return {
+        name: max(Decimal(0), amount - held.get(name, Decimal(0)))
+        for name, amount in group.min_resources.items()
+    }
+
+
+class _Enqueue:
+    """The enqueue gate: overcommit and proportion, with running totals across one session."""
+
+    def __init__(self, snapshot: Snapshot, groups: list[_Group], config: SessionConfig) -> None:
+        nodes = [n for n in snapshot.nodes if capacity.node_is_schedulable(n)]
+        self.cluster = capacity.total(capacity.node_allocatable(n) for n in nodes)
+        used = capacity.total(capacity.pod_requests(p) for p in snapshot.pods if capacity.holds_resources(p))
+        self.idle = capacity.subtract(capacity.scale(self.cluster, config.overcommit_factor), used)
+        self.reserved = capacity.total(_still_needed(g) for g in groups if g.phase in ADMITTED_PHASES)
+        self.queues = {q["metadata"]["name"]: q for q in snapshot.queues}
+        self.queue_claims: dict[str, Resources] = {}
+        for group in groups:
+            if group.phase in ADMITTED_PHASES:
+                claim = capacity.add(group.allocated, _still_needed(group))
+                self.queue_claims[group.queue] = capacity.add(self.queue_claims.get(group.queue, {}), claim)
+
+    def admit(self, group: _Group) -> list[str]:
+        """Reasons the group stays Pending (empty: admitted, and the totals now include it)."""
+        queue = self.queues.get(group.queue)
+        if queue is None:
+            return [f"queue {group.queue} does not exist"]
+        if _queue_state(queue) != "Open":
+            return [f"queue {group.queue} is {_queue_state(queue)}, not Open"]
+        if group.min_resources is None:
+            return []
+        request = group.min_resources
+        reasons = []
+        overused = _unmet(capacity.add(self.reserved, request), self.idle, request)
+        if overused:
+            reasons.append(f"resource in cluster is overused: overused {', '.join(overused)}")
+        capability = capacity.parse_resources((queue.get("spec") or {}).get("capability"))
+        limit = {**self.cluster, **capability}
+        claims = capacity.add(self.queue_claims.get(group.queue, {}), request)
+        insufficient = _unmet(claims, limit, request)
+        if insufficient:
+            reasons.append(f"queue resource quota insufficient: insufficient {', '.join(insufficient)}")
+        if not reasons:
+            self.reserved = capacity.add(self.reserved, request)
+            self.queue_claims[group.queue] = claims
+        return reasons
+
+
+def _fit_message(group: _Group, schedulable: int, unschedulable: int, origin: str | None) -> str:
+    histogram = Counter(_task_status(t) for t in group.tasks)
+    parts = sorted(
+        [f"{count} {status}" for status, count in histogram.items()] + [f"{group.min_member} minAvailable"]
+    )
+    ready = group.scheduled + schedulable
+    message = (
+        f"{group.min_member - ready}/{len(group.tasks)} tasks in gang unschedulable: "
+        f"pod group is not ready, {', '.join(parts)}"
+    )
+    pending = [
+        f"{n} {label}" for n, label in ((schedulable, "Schedulable"), (unschedulable, "Unschedulable")) if n
+    ]
+    if pending:
+        message += f"; Pending: {', '.join(pending)}"
+    if origin:
+        message += f". Origin reason is {origin}"
+    return message
+
+
+def run_session(snapshot: Snapshot, config: SessionConfig = SessionConfig()) -> SessionResult:
+    """Decide one session: which groups enqueue, which pods bind, and every group's new status."""
+    result = SessionResult()
+    groups = _groups(snapshot, config)
+    gate = _Enqueue(snapshot, groups, config)
+    enqueued: set[Key] = set()
+    for group in groups:
+        if group.phase != "Pending":
+            continue
+        reasons = gate.admit(group)
+        if reasons:
+            for reason in reasons:
+                result.events.append(GroupEvent(group.key, "Normal", "Unschedulable", reason))
+        else:
+            enqueued.add(group.key)
+
+    nodes = sorted((n for n in snapshot.nodes), key=lambda n: n["metadata"]["name"])
+    free = capacity.node_free(nodes, snapshot.pods)
+    ready_groups: set[Key] = set()
+    fit: dict[Key, tuple[int, int, str | None]] = {}
+    for group in groups:
+        admitted = group.phase in ADMITTED_PHASES or group.key in enqueued
+        pending = group.pending
+        if not admitted:
+            fit[group.key] = (0, len(pending), None)
+            continue
+        scratch = {name: dict(amounts) for name, amounts in free.items()}
+        placed: list[tuple[JsonDict, str]] = []
+        origin: str | None = None
+        for task in pending:
+            node, why = capacity.place(task, nodes, scratch)
+            if node is None:
+                origin = (
+                    origin or f"{task['metadata']['name']}: {why.replace('are available', 'are unavailable')}"
+                )
+                continue
+            scratch[node] = capacity.subtract(
+                scratch[node], {**capacity.pod_requests(task), "pods": Decimal(1)}
+            )
+            placed.append((task, node))
+        if group.scheduled + len(placed) >= group.min_member and (placed or group.scheduled):
+            free = scratch
+            ready_groups.add(group.key)
+            result.bindings += [(t["metadata"]["namespace"], t["metadata"]["name"], n) for t, n in placed]
+            fit[group.key] = (len(placed), len(pending) - len(placed), None)
+        else:
+            fit[group.key] = (len(placed), len(pending) - len(placed), origin)
+
+    for group in groups:
+        result.podgroup_status[group.key] = _close(
+            group, group.key in enqueued, group.key in ready_groups, fit, result
+        )
+    result.queue_status = _queue_statuses(snapshot, groups, result)
+    return result
+
+
+def _close(
+    group: _Group,
+    enqueued: bool,
+    ready: bool,
+    fit: dict[Key, tuple[int, int, str | None]],
+    result: SessionResult,
+) -> JsonDict:
+    phase = "Inqueue" if enqueued else group.phase
+    conditions: list[JsonDict] = list((group.podgroup.get("status") or {}).get("conditions") or [])
+    unschedulable_now = False
+    if group.tasks:
+        schedulable, unschedulable, origin = fit[group.key]
+        if ready:
+            condition = {
+                "type": "Scheduled",
+                "status": "True",
+                "reason": "tasks in gang are ready to be scheduled",
+                "message": "",
+            }
+            if group.phase != "Running" and not _has(conditions, condition):
+                result.events.append(GroupEvent(group.key, "Normal", "Scheduled", "pod group is ready"))
+        else:
+            unschedulable_now = True
+            message = _fit_message(group, schedulable, unschedulable, origin)
+            condition = {
+                "type": "Unschedulable",
+                "status": "True",
+                "reason": "NotEnoughResources",
+                "message": message,
+            }
+            result.events.append(GroupEvent(group.key, "Warning", "Unschedulable", message))
+            for task in group.pending:
+                result.pod_unschedulable[(task["metadata"]["namespace"], task["metadata"]["name"])] = message
+        conditions = [c for c in conditions if c.get("type") != condition["type"]] + [condition]
+    elif phase == "Pending" and group.min_resources is not None:
+        result.events.append(
+            GroupEvent(
+                group.key,
+                "Warning",
+                "Unschedulable",
+                f"0/0 tasks in gang unschedulable: pod group is not ready, {group.min_member} minAvailable",
+            )
+        )
+    if group.count("Running") and unschedulable_now:
+        phase = "Unknown"
+    elif group.scheduled >= group.min_member and group.tasks:
+        completed = group.count("Succeeded") + group.count("Failed")
+        phase = "Completed" if group.scheduled == completed else "Running"
+    elif phase == "Completed" and not group.pending:
+        pass  # a finished gang whose pods were cleaned up stays Completed instead of queueing again
+    elif phase != "Inqueue":
+        phase = "Pending"
+    return {
+        "phase": phase,
+        "conditions": conditions,
+        "running": group.count("Running"),
+        "succeeded": group.count("Succeeded"),
+        "failed": group.count("Failed"),
+    }
+
+
+def _has(conditions: list[JsonDict], condition: JsonDict) -> bool:
+    return any(all(c.get(k) == v for k, v in condition.items()) for c in conditions)
+
+
+def _render(resources: Resources) -> dict[str, str]:
+    return {
+        name: format_quantity(amount, binary="memory" in name or "storage" in name)
+        for name, amount in sorted(resources.items())
+        if amount
+    }
+
+
+def _queue_statuses(snapshot: Snapshot, groups: list[_Group], result: SessionResult) -> dict[str, JsonDict]:
+    statuses: dict[str, JsonDict] = {}
+    for queue in snapshot.queues:
+        name = queue["metadata"]["name"]
+        members = [g for g in groups if g.queue == name]
+        phases = Counter(result.podgroup_status[g.key]["phase"] for g in members)
+        state = _queue_state(queue)
+        if state == "Closing" and not any(phases[p] for p in ("Inqueue", "Running", "Unknown")):
+            state = "Closed"
+        statuses[name] = {
+            "state": state,
+            "allocated": _render(capacity.total(g.allocated for g in members)),
+            "pending": phases["Pending"],
+            "inqueue": phases["Inqueue"],
+            "running": phases["Running"],
+            "unknown": phases["Unknown"],
+            "completed": phases["Completed"],
+        }
+    return statuses

@@ -1,0 +1,253 @@
+"""Volcano's scheduling decisions, session by session, on hand-built cluster snapshots."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow_gang.sim.controllers.volcano_session import Snapshot, run_session
+
+JsonDict = dict[str, Any]
+
+
+def node(name: str, gpus: int = 2, cpu: str = "16", memory: str = "64Gi") -> JsonDict:
+    allocatable = {"cpu": cpu, "memory": memory, "nvidia.com/gpu": str(gpus), "pods": "110"}
+    return {
+        "metadata": {"name": name},
+        "status": {"allocatable": allocatable, "conditions": [{"type": "Ready", "status": "True"}]},
+    }
+
+
+def podgroup(
+    name: str,
+    members: int,
+    gpus_each: int = 1,
+    queue: str = "default",
+    *,
+    created: str = "2026-01-01T00:00:00Z",
+    priority_class: str | None = None,
+    phase: str | None = None,
+    min_resources: bool = True,
+) -> JsonDict:
+    spec: JsonDict = {"minMember": members, "queue": queue}
+    if min_resources:
+        spec["minResources"] = {"nvidia.com/gpu": str(members * gpus_each)}
+    if priority_class:
+        spec["priorityClassName"] = priority_class
+    group: JsonDict = {
+        "metadata": {"name": name, "namespace": "ml", "creationTimestamp": created, "uid": name},
+        "spec": spec,
+    }
+    if phase:
+        group["status"] = {"phase": phase}
+    return group
+
+
+def pods(
+    group: str, count: int, gpus: int = 1, *, node_names: list[str] | None = None, phase: str = "Pending"
+) -> list[JsonDict]:
+    result = []
+    for index in range(count):
+        spec: JsonDict = {
+            "schedulerName": "volcano",
+            "containers": [{"name": "pytorch", "resources": {"requests": {"nvidia.com/gpu": str(gpus)}}}],
+        }
+        if node_names:
+            spec["nodeName"] = node_names[index]
+        result.append(
+            {
+                "metadata": {
+                    "name": f"{group}-master-0" if index == 0 else f"{group}-worker-{index - 1}",
+                    "namespace": "ml",
+                    "uid": f"{group}-{index}",
+                    "annotations": {"scheduling.k8s.io/group-name": group},
+                },
+                "spec": spec,
+                "status": {"phase": phase},
+            }
+        )
+    return result
+
+
+def queue(name: str, capability: JsonDict | None = None, state: str | None = None) -> JsonDict:
+    q: JsonDict = {"metadata": {"name": name}, "spec": {"capability": capability} if capability else {}}
+    if state:
+        q["status"] = {"state": state}
+    return q
+
+
+def seed_snapshot(jobs: int = 6) -> Snapshot:
+    groups = [podgroup(f"job-{i}", 4, created=f"2026-01-01T00:00:0{i}Z") for i in range(jobs)]
+    all_pods = [p for i in range(jobs) for p in pods(f"job-{i}", 4)]
+    return Snapshot(
+        nodes=[node("node-1"), node("node-2")],
+        pods=all_pods,
+        podgroups=groups,
+        queues=[queue("root"), queue("default")],
+    )
+
+
+def test_seed_first_session_admits_and_binds_exactly_one_gang_split_across_nodes() -> None:
+    result = run_session(seed_snapshot())
+    assert sorted((pod, n) for _, pod, n in result.bindings) == [
+        ("job-0-master-0", "node-1"),
+        ("job-0-worker-0", "node-1"),
+        ("job-0-worker-1", "node-2"),
+        ("job-0-worker-2", "node-2"),
+    ]
+    statuses = result.podgroup_status
+    assert statuses[("ml", "job-0")]["phase"] == "Inqueue", "bound this session, Running only next session"
+    assert [statuses[("ml", f"job-{i}")]["phase"] for i in range(1, 6)] == ["Pending"] * 5
+
+
+def test_seed_waiting_gangs_carry_the_real_unschedulable_condition_and_events() -> None:
+    result = run_session(seed_snapshot())
+    condition = result.podgroup_status[("ml", "job-1")]["conditions"][-1]
+    assert condition == {
+        "type": "Unschedulable",
+        "status": "True",
+        "reason": "NotEnoughResources",
+        "message": (
+            "4/4 tasks in gang unschedulable: pod group is not ready, 4 Pending, 4 minAvailable; "
+            "Pending: 4 Unschedulable"
+        ),
+    }
+    job1_events = {(e.type, e.reason, e.message) for e in result.events if e.podgroup == ("ml", "job-1")}
+    assert (
+        "Normal",
+        "Unschedulable",
+        "resource in cluster is overused: overused nvidia.com/gpu",
+    ) in job1_events
+    assert (
+        "Normal",
+        "Unschedulable",
+        "queue resource quota insufficient: insufficient nvidia.com/gpu",
+    ) in job1_events
+    winner = result.podgroup_status[("ml", "job-0")]["conditions"][-1]
+    assert winner == {
+        "type": "Scheduled",
+        "status": "True",
+        "reason": "tasks in gang are ready to be scheduled",
+        "message": "",
+    }
+    assert ("ml", "job-1-master-0") in result.pod_unschedulable
+
+
+def test_a_bound_gang_turns_running_one_session_later_and_completed_when_done() -> None:
+    snapshot = seed_snapshot(jobs=1)
+    bound = pods("job-0", 4, node_names=["node-1", "node-1", "node-2", "node-2"])
+    snapshot = Snapshot(snapshot.nodes, bound, [podgroup("job-0", 4, phase="Inqueue")], snapshot.queues)
+    assert run_session(snapshot).podgroup_status[("ml", "job-0")]["phase"] == "Running"
+    done = pods("job-0", 4, node_names=["node-1", "node-1", "node-2", "node-2"], phase="Succeeded")
+    status = run_session(
+        Snapshot(snapshot.nodes, done, [podgroup("job-0", 4, phase="Running")], snapshot.queues)
+    )
+    assert status.podgroup_status[("ml", "job-0")] | {"conditions": []} == {
+        "phase": "Completed",
+        "conditions": [],
+        "running": 0,
+        "succeeded": 4,
+        "failed": 0,
+    }
+
+
+def test_without_min_resources_every_gang_enqueues_but_only_one_binds() -> None:
+    groups = [
+        podgroup(f"job-{i}", 4, created=f"2026-01-01T00:00:0{i}Z", min_resources=False) for i in range(3)
+    ]
+    snapshot = Snapshot(
+        [node("node-1"), node("node-2")],
+        [p for i in range(3) for p in pods(f"job-{i}", 4)],
+        groups,
+        [queue("default")],
+    )
+    result = run_session(snapshot)
+    assert {pod.split("-master")[0].split("-worker")[0] for _, pod, _ in result.bindings} == {"job-0"}
+    assert [result.podgroup_status[("ml", f"job-{i}")]["phase"] for i in range(3)] == ["Inqueue"] * 3
+    message = result.podgroup_status[("ml", "job-1")]["conditions"][-1]["message"]
+    assert message == (
+        "4/4 tasks in gang unschedulable: pod group is not ready, 4 Pending, 4 minAvailable; "
+        "Pending: 4 Unschedulable. Origin reason is job-1-master-0: "
+        "0/2 nodes are unavailable: 2 Insufficient nvidia.com/gpu."
+    )
+
+
+def test_overcommit_admits_one_extra_gang_across_queues_that_then_cannot_bind() -> None:
+    # 3+2 GPUs; a 4-GPU job runs in "default" (placed 3+1); a 2x1-GPU job in "team-b" is admitted
+    # because 5 x 1.2 - 4 = 2, but only one GPU is free (DOMAIN.md §10).
+    nodes = [node("node-a", gpus=3), node("node-b", gpus=2)]
+    running = pods("big", 4, node_names=["node-a", "node-a", "node-a", "node-b"], phase="Running")
+    small = pods("small", 2)
+    groups = [
+        podgroup("big", 4, phase="Running"),
+        podgroup("small", 2, queue="team-b", created="2026-01-01T00:00:05Z"),
+    ]
+    result = run_session(Snapshot(nodes, running + small, groups, [queue("default"), queue("team-b")]))
+    assert result.bindings == []
+    status = result.podgroup_status[("ml", "small")]
+    assert status["phase"] == "Inqueue"
+    assert status["conditions"][-1]["message"] == (
+        "1/2 tasks in gang unschedulable: pod group is not ready, 2 Pending, 2 minAvailable; "
+        "Pending: 1 Schedulable, 1 Unschedulable. Origin reason is small-worker-0: "
+        "0/2 nodes are unavailable: 2 Insufficient nvidia.com/gpu."
+    )
+
+
+def test_queue_capability_limits_admission_within_the_queue() -> None:
+    groups = [podgroup(f"job-{i}", 2, queue="research", created=f"2026-01-01T00:00:0{i}Z") for i in range(2)]
+    snapshot = Snapshot(
+        [node("node-1", gpus=4)],
+        [p for i in range(2) for p in pods(f"job-{i}", 2)],
+        groups,
+        [queue("default"), queue("research", capability={"nvidia.com/gpu": "2"})],
+    )
+    result = run_session(snapshot)
+    assert [result.podgroup_status[("ml", f"job-{i}")]["phase"] for i in range(2)] == ["Inqueue", "Pending"]
+    reasons = {e.message for e in result.events if e.podgroup == ("ml", "job-1") and e.type == "Normal"}
+    assert reasons == {"queue resource quota insufficient: insufficient nvidia.com/gpu"}
+    assert result.queue_status["research"]["allocated"] == {}
+    assert result.queue_status["research"]["inqueue"] == 1
+
+
+def test_a_closed_queue_admits_nothing() -> None:
+    snapshot = Snapshot(
+        [node("node-1")],
+        pods("job-0", 1),
+        [podgroup("job-0", 1, queue="frozen")],
+        [queue("frozen", state="Closed")],
+    )
+    result = run_session(snapshot)
+    assert result.bindings == []
+    assert result.podgroup_status[("ml", "job-0")]["phase"] == "Pending"
+    assert any("queue frozen is Closed" in e.message for e in result.events)
+
+
+def test_higher_priority_gang_is_admitted_first_even_if_younger() -> None:
+    groups = [
+        podgroup("old-low", 4, created="2026-01-01T00:00:00Z"),
+        podgroup("young-high", 4, created="2026-01-01T00:00:09Z", priority_class="high"),
+    ]
+    snapshot = Snapshot(
+        [node("node-1"), node("node-2")],
+        pods("old-low", 4) + pods("young-high", 4),
+        groups,
+        [queue("default")],
+        priority_classes=[{"metadata": {"name": "high"}, "value": 1000}],
+    )
+    result = run_session(snapshot)
+    assert {pod.rsplit("-", 2)[0] for _, pod, _ in result.bindings} == {"young-high"}
+
+
+def test_queue_status_counts_and_allocation_follow_the_groups() -> None:
+    nodes = [node("node-1"), node("node-2")]
+    running = pods("job-0", 4, node_names=["node-1", "node-1", "node-2", "node-2"], phase="Running")
+    groups = [podgroup("job-0", 4, phase="Running"), podgroup("job-1", 4, created="2026-01-01T00:00:09Z")]
+    result = run_session(Snapshot(nodes, running + pods("job-1", 4), groups, [queue("default")]))
+    assert result.queue_status["default"] == {
+        "state": "Open",
+        "allocated": {"nvidia.com/gpu": "4"},
+        "pending": 1,
+        "inqueue": 0,
+        "running": 1,
+        "unknown": 0,
+        "completed": 0,
+    }
