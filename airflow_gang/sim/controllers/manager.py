@@ -37,6 +37,7 @@ class ControllerManager:
             target=self._loop.run_forever, name="gang-sim-controllers", daemon=True
         )
         self._main: Future[None] | None = None
+        self._task: asyncio.Task[None] | None = None
         self._ready = threading.Event()
         self._startup_error: BaseException | None = None
 
@@ -52,6 +53,9 @@ class ControllerManager:
         return self
 
     async def _run(self) -> None:
+        # The task itself, not the concurrent future, must be cancelled so that every
+        # controller's cleanup (e.g. killing process-runtime children) runs before stop() returns.
+        self._task = asyncio.current_task()
         client: KubeClient | None = None
         tasks: list[asyncio.Task[None]] = []
         try:
@@ -78,7 +82,8 @@ class ControllerManager:
 
     def stop(self, timeout: float = 10.0) -> None:
         if self._main is not None and not self._main.done():
-            self._loop.call_soon_threadsafe(self._main.cancel)
+            if self._task is not None:
+                self._loop.call_soon_threadsafe(self._task.cancel)
             # Cancelled on purpose; errors were already logged in _run.
             with contextlib.suppress(BaseException):
                 self._main.result(timeout)

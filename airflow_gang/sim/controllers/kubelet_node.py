@@ -1,0 +1,115 @@
+"""The node half of the simulated kubelet: register the Node, post heartbeats, simulate failure.
+
+A real kubelet creates its Node (or adopts an existing one), then refreshes its conditions'
+``lastHeartbeatTime`` every ``nodeStatusUpdateFrequency`` (10 s by default); the node
+lifecycle controller adds the ``node.kubernetes.io/not-ready`` taints when the node stops
+being Ready. `NodeAgent.set_ready` simulates that failure (and recovery); the pod side of it
+lives in `kubelet.Kubelet`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+import time
+from collections.abc import Callable
+
+from airflow_gang.sim.controllers.client import ApiError, JsonDict, KubeClient
+from airflow_gang.sim.controllers.informer import Cache, deep_get
+from airflow_gang.sim.controllers.kinds import NODES
+from airflow_gang.sim.controllers.kubelet_status import node_conditions, node_object, utc_now
+from airflow_gang.sim.controllers.runner import Controller
+
+log = logging.getLogger(__name__)
+
+HEARTBEAT_SECONDS = 10.0
+NOT_READY_TAINT = "node.kubernetes.io/not-ready"
+
+
+class NodeAgent(Controller):
+    """Keeps one Node object current; `reconcile` implementations call `sync_node` first."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        cache: Cache,
+        *,
+        node_name: str,
+        capacity: dict[str, str],
+        register_node: bool = True,
+        period: float | None = 0.2,
+        clock: Callable[[], dt.datetime] = utc_now,
+    ) -> None:
+        super().__init__(client, cache, period)
+        self.node_name = node_name
+        self.capacity = dict(capacity)
+        self.register_node = register_node
+        self.clock = clock
+        self.ready = True
+        self._registered = False
+        self._posted_ready: bool | None = None
+        self._conditions: list[JsonDict] = []
+        self._last_heartbeat = float("-inf")
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def set_ready(self, ready: bool) -> None:
+        """Simulate node failure (False) or recovery (True). Safe to call from any thread."""
+        self.ready = ready
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self.wakeup.set)
+
+    async def run(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        await super().run()
+
+    async def sync_node(self) -> None:
+        if not self.register_node:
+            return
+        if not self._registered:
+            await self._register()
+        changed = self._posted_ready != self.ready
+        # A failed node's kubelet is silent: no heartbeats until it recovers.
+        due = self.ready and time.monotonic() - self._last_heartbeat >= HEARTBEAT_SECONDS
+        if changed or due:
+            self._conditions = node_conditions(self.ready, self.clock(), self._conditions)
+            await self.client.patch(
+                NODES, self.node_name, {"status": {"conditions": self._conditions}}, subresource="status"
+            )
+            self._last_heartbeat = time.monotonic()
+        if changed:
+            await self._set_taints()
+            log.info("node %s ready=%s", self.node_name, self.ready)
+            self._posted_ready = self.ready
+
+    async def _register(self) -> None:
+        body = node_object(self.node_name, self.capacity, self.clock())
+        try:
+            await self.client.create(NODES, body)
+        except ApiError as error:
+            if error.status != 409:
+                raise
+            # Adopt the existing Node as a restarted kubelet does: our labels, our capacity.
+            await self.client.patch(
+                NODES, self.node_name, {"metadata": {"labels": body["metadata"]["labels"]}}
+            )
+            await self.client.patch(NODES, self.node_name, {"status": body["status"]}, subresource="status")
+        self._conditions = body["status"]["conditions"]
+        self._posted_ready = True
+        self._last_heartbeat = time.monotonic()
+        self._registered = True
+        log.info("node registered node=%s capacity=%s", self.node_name, body["status"]["capacity"])
+
+    async def _set_taints(self) -> None:
+        node = await self.client.get(NODES, self.node_name)
+        taints = [
+            t for t in deep_get(node, "spec", "taints", default=[]) or [] if t.get("key") != NOT_READY_TAINT
+        ]
+        if not self.ready:
+            stamp = node_conditions(False, self.clock())[-1]["lastTransitionTime"]
+            taints += [
+                {"key": NOT_READY_TAINT, "effect": "NoSchedule"},
+                {"key": NOT_READY_TAINT, "effect": "NoExecute", "timeAdded": stamp},
+            ]
+        await self.client.patch(NODES, self.node_name, {"spec": {"taints": taints or None}})
