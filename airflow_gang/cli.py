@@ -1,4 +1,8 @@
-"""The ``airflow-gang`` command: ``version``, ``render`` (manifests as YAML), and later ``sim``."""
+"""The ``airflow-gang`` command: ``version``, ``render`` (manifests as YAML), ``sim`` (embedded cluster).
+
+This module joins the provider side (``render`` uses the job spec) and the simulator side
+(``sim``), which never import each other; both are imported only when their command runs.
+"""
 
 from __future__ import annotations
 
@@ -92,6 +96,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--gang-scheduling", choices=["provider", "training-operator", "disabled"], help="default: provider"
     )
     render.set_defaults(func=_render)
+
+    from airflow_gang.sim.cli import register as register_sim
+
+    register_sim(commands)
     return parser
 
 

@@ -1,1 +1,39 @@
-"""Kubernetes REST API subset served over real HTTP (FastAPI + uvicorn)."""
+"""Kubernetes REST API subset served over real HTTP (FastAPI + uvicorn).
+
+Faithful enough that the official ``kubernetes``/``kubernetes_asyncio`` clients, Airflow's
+``KubernetesHook`` and ``kubectl`` cannot tell it from kube-apiserver for the kinds and verbs
+the project uses. Start it with :func:`airflow_gang.sim.apiserver.server.start_apiserver`
+(background thread, returns a handle with ``url``, ``token``, ``kubeconfig_path``, ``stop()``)
+or ``airflow-gang sim apiserver --port N --kubeconfig PATH``.
+
+How the pieces fit (each module has one job):
+
+- ``registry.py`` / ``resources.py``: every kind is one :class:`ResourceInfo` row (group,
+  version, kind, plural, scope, subresources, schema, field selectors, hooks).
+- ``routes.py`` (+ ``params.py``, ``watch_stream.py``, ``subresources.py``): generic handlers,
+  one per HTTP method, for ``/api/v1/...`` and ``/apis/{group}/{version}/...``, plus discovery.
+- ``operations.py``: the verbs; ``admission.py``: decode -> mutate -> validate -> webhooks;
+  ``gc.py``: deletion, finalizers and ownerReference garbage collection.
+- ``store.py`` / ``watching.py``: one resourceVersion, a bounded event log, per-watcher queues.
+- ``errors.py``: every failure is a ``Status`` with kube-apiserver's code, reason and wording.
+- ``openapi.py`` / ``schemas.py`` / ``crd_loader.py``: structural schema defaulting, pruning
+  and validation with built-in schemas or upstream CRD files; ``webhooks.py`` and
+  ``core_kinds.py``: the admission rules and built-in defaulting.
+- ``app.py`` / ``server.py`` / ``certs.py``: HTTPS with a throwaway CA, bearer-token auth,
+  the kubeconfig.
+
+Pod logs: a real API server proxies them from the kubelet; here whoever runs pods (the
+simulator's kubelet controller, an ordinary API client) appends lines with the
+**simulator-only** ``POST /sim/v1/namespaces/{ns}/pods/{name}/log?container=c`` (body
+``text/plain`` or ``{"lines": [...]}``, same bearer token), and readers use the standard
+``GET /api/v1/namespaces/{ns}/pods/{name}/log`` with ``follow``, ``tailLines``,
+``sinceSeconds``, ``sinceTime``, ``timestamps``, ``limitBytes``, ``container``.
+
+Known, deliberate differences from kube-apiserver: JSON only (no protobuf, no server-side
+apply, no ``/openapi/v3``; ``/openapi/v2`` serves an empty document so kubectl skips
+client-side validation); one served version per group; no RBAC (one token, full access);
+CEL rules in CRD schemas are not evaluated; the ``scale`` subresource is not served; garbage
+collection runs inside the deleting request instead of shortly after it; the PyTorchJob
+defaults (replica key case, ``pytorchjob-port``) are persisted, where the real operator
+applies them in memory.
+"""

@@ -37,6 +37,9 @@ class Informer:
         self.client = client
         self.kind = kind
         self.objects: dict[tuple[str, str], JsonDict] = {}
+        # resourceVersion at which each key was last seen deleted, so that a late observe() of
+        # a write answer cannot resurrect an object the watch already reported gone.
+        self._deleted: dict[tuple[str, str], int] = {}
         self.synced = asyncio.Event()
         self._listeners: list[Callable[[], None]] = []
 
@@ -50,8 +53,11 @@ class Informer:
     def observe(self, obj: JsonDict) -> None:
         """Take an object the caller just wrote, so the next reconcile does not act on stale state."""
         key = object_key(obj)
+        version = _resource_version(obj)
+        if version and version <= self._deleted.get(key, 0):
+            return
         current = self.objects.get(key)
-        if current is None or _resource_version(obj) >= _resource_version(current):
+        if current is None or version >= _resource_version(current):
             self.objects[key] = obj
 
     def forget(self, obj: JsonDict) -> None:
@@ -76,6 +82,7 @@ class Informer:
     async def _list(self) -> str:
         listing = await self.client.list_objects(self.kind)
         self.objects = {object_key(item): _with_kind(item, self.kind) for item in listing.get("items", [])}
+        self._deleted = {}
         self.synced.set()
         self._notify()
         return str(listing["metadata"]["resourceVersion"])
@@ -93,6 +100,7 @@ class Informer:
                 continue
             if kind == "DELETED":
                 self.objects.pop(object_key(obj), None)
+                self._deleted[object_key(obj)] = _resource_version(obj)
             else:
                 self.observe(_with_kind(obj, self.kind))
             self._notify()

@@ -1,0 +1,108 @@
+"""The ASGI application: routers, bearer-token authentication and the one Status error path.
+
+Authentication mirrors kube-apiserver with anonymous access limited to the public info
+endpoints: without a valid ``Authorization: Bearer <token>`` every request gets 401
+``Unauthorized`` except ``/healthz``, ``/readyz``, ``/livez`` and ``/version`` (what the
+``system:public-info-viewer`` role grants); a wrong token gets 401 everywhere. Every
+:class:`StatusError` becomes a ``Status`` body with its code in one handler; any other
+exception becomes a 500 ``InternalError`` Status.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import Response
+from starlette.exceptions import HTTPException
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from airflow_gang.sim.apiserver.errors import MethodNotAllowed, StatusError, Unauthorized
+from airflow_gang.sim.apiserver.routes import router, status_response
+from airflow_gang.sim.apiserver.state import ServerConfig, ServerState
+from airflow_gang.sim.apiserver.subresources import sim_router
+
+log = logging.getLogger(__name__)
+PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/livez", "/version"})
+
+
+class BearerTokenAuth:
+    """Pure ASGI middleware (streaming-safe) checking the bearer token."""
+
+    def __init__(self, app: ASGIApp, token: str):
+        self.app = app
+        self._expected = f"Bearer {token}".encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        header = next((v for k, v in scope.get("headers", ()) if k == b"authorization"), None)
+        if header is None and scope.get("path") in PUBLIC_PATHS:
+            await self.app(scope, receive, send)
+            return
+        if header is None or not hmac.compare_digest(header, self._expected):
+            body = json.dumps(Unauthorized().to_status()).encode()
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 401,
+                    "headers": [
+                        (b"content-type", b"application/json"),
+                        (b"content-length", str(len(body)).encode()),
+                    ],
+                }
+            )
+            await send({"type": "http.response.body", "body": body})
+            return
+        await self.app(scope, receive, send)
+
+
+async def _status_error(request: Request, exc: Exception) -> Response:
+    if not isinstance(exc, StatusError):  # pragma: no cover - registered for StatusError only
+        raise exc
+    return status_response(exc)
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    if not isinstance(exc, HTTPException):  # pragma: no cover - registered for HTTPException only
+        raise exc
+    if exc.status_code == 405:
+        return status_response(MethodNotAllowed())
+    if exc.status_code == 404:
+        return Response("404 page not found\n", status_code=404, media_type="text/plain")
+    return Response(str(exc.detail), status_code=exc.status_code, media_type="text/plain")
+
+
+async def _unexpected(request: Request, exc: Exception) -> Response:
+    log.exception("internal error serving %s %s", request.method, request.url.path)
+    body: dict[str, Any] = {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": f"Internal error occurred: {exc}",
+        "reason": "InternalError",
+        "details": {"causes": [{"message": str(exc)}]},
+        "code": 500,
+    }
+    return Response(json.dumps(body), status_code=500, media_type="application/json")
+
+
+def build_app(config: ServerConfig, state: ServerState | None = None) -> FastAPI:
+    """The FastAPI app for ``config``; ``app.state.sim`` holds the :class:`ServerState`."""
+    app = FastAPI(
+        title="airflow-gang simulated kube-apiserver", docs_url=None, redoc_url=None, openapi_url=None
+    )
+    app.state.sim = state or ServerState(config)
+    app.include_router(router)
+    app.include_router(sim_router)
+    app.add_exception_handler(StatusError, _status_error)
+    app.add_exception_handler(HTTPException, _http_error)
+    app.add_exception_handler(Exception, _unexpected)
+    if config.token:
+        app.add_middleware(BearerTokenAuth, token=config.token)
+    return app

@@ -1,0 +1,268 @@
+"""HTTP routes: discovery, and one generic handler per HTTP method for every resource.
+
+``/api/v1/...`` and ``/apis/{group}/{version}/...`` resolve, through the registry, to a
+:class:`Target` (resource, namespace, name, subresource) in one dependency that 404s on
+unknown kinds; the handlers then call the verbs in ``operations.py``. Nothing here knows a
+particular kind except the two pod subresources that are not plain objects (``binding`` and
+``log``, in ``subresources.py``).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import Response
+
+from airflow_gang.sim.apiserver import discovery, printing
+from airflow_gang.sim.apiserver.errors import MethodNotAllowed, ResourceNotFound, StatusError
+from airflow_gang.sim.apiserver.params import delete_options, dry_run, flag, list_options, read_json
+from airflow_gang.sim.apiserver.registry import Registry, ResourceInfo
+from airflow_gang.sim.apiserver.state import ServerState
+from airflow_gang.sim.apiserver.subresources import bind_pod, read_pod_log
+from airflow_gang.sim.apiserver.watch_stream import watch_response
+
+JsonDict = dict[str, Any]
+router = APIRouter()
+
+
+def json_response(body: Any, status_code: int = 200) -> Response:
+    return Response(
+        json.dumps(body, separators=(",", ":")), status_code=status_code, media_type="application/json"
+    )
+
+
+def get_state(request: Request) -> ServerState:
+    state: ServerState = request.app.state.sim
+    return state
+
+
+StateDep = Annotated[ServerState, Depends(get_state)]
+
+
+@dataclass(frozen=True)
+class Target:
+    """What a resource URL names. ``namespace`` None means all namespaces."""
+
+    info: ResourceInfo | None  # None only for the legacy core ``bindings`` collection
+    namespace: str | None
+    name: str = ""
+    subresource: str = ""
+
+    @property
+    def resource(self) -> ResourceInfo:
+        if self.info is None:
+            raise MethodNotAllowed()
+        return self.info
+
+
+def parse_target(registry: Registry, group: str, version: str, rest: str) -> Target:
+    parts = [p for p in rest.split("/") if p]
+    namespace: str | None = None
+    if len(parts) >= 3 and parts[0] == "namespaces":
+        candidate = registry.lookup(group, version, parts[2])
+        if (candidate is not None and candidate.namespaced) or (not group and parts[2] == "bindings"):
+            namespace, parts = parts[1], parts[2:]
+    if not parts or len(parts) > 3:
+        raise ResourceNotFound()
+    if not group and parts[0] == "bindings" and namespace is not None and len(parts) == 1:
+        return Target(None, namespace)
+    info = registry.lookup(group, version, parts[0])
+    if info is None or (info.namespaced and namespace is None and len(parts) > 1):
+        raise ResourceNotFound()
+    if not info.namespaced:
+        namespace = ""
+    name = parts[1] if len(parts) > 1 else ""
+    sub = parts[2] if len(parts) > 2 else ""
+    if sub and sub not in info.subresources:
+        raise ResourceNotFound()
+    return Target(info, namespace, name, sub)
+
+
+def resolve_target(request: Request, state: StateDep) -> Target:
+    params = request.path_params
+    return parse_target(
+        state.registry, params.get("group", ""), params.get("version", "v1"), params.get("rest", "")
+    )
+
+
+TargetDep = Annotated[Target, Depends(resolve_target)]
+
+
+# --- responses ----------------------------------------------------------------------------------
+
+
+def wants_table(request: Request) -> bool:
+    return "as=Table" in request.headers.get("accept", "")
+
+
+def object_response(request: Request, target: Target, obj: JsonDict, status_code: int = 200) -> Response:
+    if wants_table(request):
+        table = printing.to_table(
+            target.resource,
+            [obj],
+            {"resourceVersion": obj["metadata"]["resourceVersion"]},
+            request.query_params.get("includeObject", "Metadata"),
+        )
+        return json_response(table, status_code)
+    return json_response(obj, status_code)
+
+
+def list_response(request: Request, info: ResourceInfo, items: list[JsonDict], meta: JsonDict) -> Response:
+    if wants_table(request):
+        return json_response(
+            printing.to_table(info, items, meta, request.query_params.get("includeObject", "Metadata"))
+        )
+    if not info.custom:
+        # Built-in lists carry kind and apiVersion once, on the list, as kube-apiserver serves them.
+        items = [{k: v for k, v in item.items() if k not in ("kind", "apiVersion")} for item in items]
+    return json_response(
+        {"kind": info.list_kind, "apiVersion": info.api_version, "metadata": meta, "items": items}
+    )
+
+
+# --- discovery ----------------------------------------------------------------------------------
+
+
+@router.get("/version")
+async def version() -> Response:
+    return json_response(discovery.SERVER_VERSION)
+
+
+@router.get("/api")
+@router.get("/api/")
+async def core_versions(state: StateDep) -> Response:
+    return json_response(discovery.api_versions(state.config.server_address))
+
+
+@router.get("/apis")
+@router.get("/apis/")
+async def groups(state: StateDep) -> Response:
+    return json_response(discovery.api_group_list(state.registry))
+
+
+@router.get("/apis/{group}")
+async def group_info(group: str, state: StateDep) -> Response:
+    body = discovery.api_group(state.registry, group)
+    if body is None:
+        raise ResourceNotFound()
+    return json_response(body)
+
+
+@router.get("/api/v1")
+@router.get("/api/v1/")
+@router.get("/apis/{group}/{version}")
+@router.get("/apis/{group}/{version}/")
+async def resources(state: StateDep, group: str = "", version: str = "v1") -> Response:
+    body = discovery.resource_list(state.registry, group, version)
+    if body is None:
+        raise ResourceNotFound()
+    return json_response(body)
+
+
+@router.get("/openapi/v2")
+async def openapi_v2(request: Request, state: StateDep) -> Response:
+    # kubectl asks for protobuf; an empty message is a valid (empty) OpenAPI document, which
+    # makes kubectl skip client-side schema validation instead of failing.
+    if "protobuf" in request.headers.get("accept", ""):
+        return Response(b"", media_type="application/octet-stream")
+    return json_response(discovery.openapi_v2(state.registry))
+
+
+@router.get("/healthz")
+@router.get("/readyz")
+@router.get("/livez")
+async def health() -> Response:
+    return Response("ok", media_type="text/plain")
+
+
+# --- resources ----------------------------------------------------------------------------------
+
+_CORE = "/api/v1/{rest:path}"
+_GROUPS = "/apis/{group}/{version}/{rest:path}"
+
+
+@router.get(_CORE)
+@router.get(_GROUPS)
+async def get(request: Request, target: TargetDep, state: StateDep) -> Response:
+    info = target.resource
+    if target.subresource == "log":
+        return await read_pod_log(request, state, target.namespace or "", target.name)
+    if target.subresource not in ("", "status"):
+        raise MethodNotAllowed()
+    if target.name:
+        return object_response(request, target, state.api.get(info, target.namespace or "", target.name))
+    options = list_options(request)
+    if flag(request, "watch"):
+        return watch_response(request, state, info, target.namespace, options)
+    items, meta = state.api.list_objects(info, target.namespace, options)
+    return list_response(request, info, items, meta)
+
+
+@router.post(_CORE)
+@router.post(_GROUPS)
+async def post(request: Request, target: TargetDep, state: StateDep) -> Response:
+    body = await read_json(request)
+    if target.info is None or target.subresource == "binding":
+        return json_response(bind_pod(state, target.namespace or "", target.name, body), 201)
+    if target.name or target.namespace is None:
+        raise MethodNotAllowed()
+    created = state.api.create(target.info, target.namespace, body, dry_run=dry_run(request))
+    return object_response(request, target, created, 201)
+
+
+@router.put(_CORE)
+@router.put(_GROUPS)
+async def put(request: Request, target: TargetDep, state: StateDep) -> Response:
+    if not target.name or target.subresource not in ("", "status"):
+        raise MethodNotAllowed()
+    body = await read_json(request)
+    updated = state.api.update(
+        target.resource,
+        target.namespace or "",
+        target.name,
+        body,
+        subresource=target.subresource,
+        dry_run=dry_run(request),
+    )
+    return object_response(request, target, updated)
+
+
+@router.patch(_CORE)
+@router.patch(_GROUPS)
+async def patch(request: Request, target: TargetDep, state: StateDep) -> Response:
+    if not target.name or target.subresource not in ("", "status"):
+        raise MethodNotAllowed()
+    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    patched = state.api.patch(
+        target.resource,
+        target.namespace or "",
+        target.name,
+        content_type,
+        await request.body(),
+        subresource=target.subresource,
+        dry_run=dry_run(request),
+    )
+    return object_response(request, target, patched)
+
+
+@router.delete(_CORE)
+@router.delete(_GROUPS)
+async def delete(request: Request, target: TargetDep, state: StateDep) -> Response:
+    info = target.resource
+    if target.subresource:
+        raise MethodNotAllowed()
+    options = await delete_options(request)
+    if target.name:
+        deleted = state.api.delete(
+            info, target.namespace or "", target.name, options, dry_run=dry_run(request)
+        )
+        return json_response(deleted)
+    items, meta = state.api.delete_collection(info, target.namespace, list_options(request), options)
+    return list_response(request, info, items, meta)
+
+
+def status_response(error: StatusError) -> Response:
+    return json_response(error.to_status(), error.code)

@@ -1,0 +1,227 @@
+"""Run the API server: uvicorn on a background thread, a kubeconfig for clients.
+
+``start_apiserver()`` binds (port 0 picks a free port), serves from a daemon thread, writes a
+kubeconfig pointing at it and returns a handle usable as a context manager. Defaults mirror a
+real control plane reached from the same machine: HTTPS with a CA made at startup (its
+certificate is in the kubeconfig; Go clients such as kubectl send tokens only over TLS), a
+random bearer token, and 127.0.0.1 only. ``tls=False`` serves plain HTTP (then kubectl needs
+``auth=False`` too, since it will not send the token over HTTP).
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import secrets
+import socket
+import tempfile
+import threading
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import uvicorn
+import yaml
+
+from airflow_gang.sim.apiserver.app import build_app
+from airflow_gang.sim.apiserver.certs import make_serving_certificate
+from airflow_gang.sim.apiserver.crd_loader import load_crds
+from airflow_gang.sim.apiserver.resources import builtin_registry
+from airflow_gang.sim.apiserver.state import ServerConfig, ServerState
+
+CONTEXT_NAME = "airflow-gang-sim"
+
+
+def kubeconfig(
+    url: str, token: str | None, ca_pem: bytes | None = None, namespace: str = "default"
+) -> dict[str, Any]:
+    cluster: dict[str, Any] = {"server": url}
+    if ca_pem:
+        cluster["certificate-authority-data"] = base64.b64encode(ca_pem).decode()
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": CONTEXT_NAME, "cluster": cluster}],
+        "users": [{"name": CONTEXT_NAME, "user": {"token": token} if token else {}}],
+        "contexts": [
+            {
+                "name": CONTEXT_NAME,
+                "context": {"cluster": CONTEXT_NAME, "user": CONTEXT_NAME, "namespace": namespace},
+            }
+        ],
+        "current-context": CONTEXT_NAME,
+        "preferences": {},
+    }
+
+
+def write_kubeconfig(path: str | Path, url: str, token: str | None, ca_pem: bytes | None = None) -> str:
+    """Write atomically with mode 0600 (it holds a credential); returns the path."""
+    target = Path(path).expanduser().resolve()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".kubeconfig-")
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        yaml.safe_dump(kubeconfig(url, token, ca_pem), handle, sort_keys=False)
+    os.chmod(tmp, 0o600)
+    os.replace(tmp, target)
+    return str(target)
+
+
+class ApiServerHandle:
+    """A running API server. ``url``, ``token``, ``kubeconfig_path``; ``stop()`` ends it."""
+
+    def __init__(
+        self,
+        server: uvicorn.Server,
+        *,
+        thread: threading.Thread,
+        state: ServerState,
+        url: str,
+        token: str | None,
+        kubeconfig_path: str,
+        temp_dir: tempfile.TemporaryDirectory[str],
+        ca_pem: bytes | None,
+    ):
+        self._server = server
+        self._thread = thread
+        self.state = state
+        self.url = url
+        self.token = token
+        self.kubeconfig_path = kubeconfig_path
+        self._temp_dir: tempfile.TemporaryDirectory[str] | None = temp_dir
+        self.ca_pem = ca_pem
+
+    @property
+    def running(self) -> bool:
+        return self._thread.is_alive()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        # Open watches would otherwise hold the graceful shutdown until its timeout.
+        self.state.store.close_watchers()
+        self.state.logs.wake_all()
+        self._server.should_exit = True
+        self._thread.join(0.3)
+        if self._thread.is_alive():
+            # Idle keep-alive TLS connections never finish their close handshake on their own
+            # (the client is not reading); stop waiting for them.
+            self._server.force_exit = True
+            self._thread.join(timeout)
+        if self._temp_dir is not None and not self._thread.is_alive():
+            self._temp_dir.cleanup()
+            self._temp_dir = None
+
+    def __enter__(self) -> ApiServerHandle:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+
+def start_apiserver(
+    port: int = 0,
+    kubeconfig_path: str | Path | None = None,
+    token: str | None = None,
+    host: str = "127.0.0.1",
+    *,
+    auth: bool = True,
+    tls: bool = True,
+    tls_hosts: Iterable[str] = (),
+    crd_paths: Iterable[str | Path] = (),
+    event_window: int = 10_000,
+    bookmark_interval: float = 60.0,
+    watch_queue_size: int = 10_000,
+    startup_timeout: float = 15.0,
+) -> ApiServerHandle:
+    """Start an API server on a background thread and write its kubeconfig.
+
+    :param port: TCP port; 0 picks a free one.
+    :param kubeconfig_path: where to write the kubeconfig; None writes one into the server's
+        temporary directory, removed by ``stop()``.
+    :param token: bearer token clients must send; None generates a random one (ignored when
+        ``auth`` is False).
+    :param host: interface to bind; loopback unless you mean to expose it.
+    :param auth: require the bearer token (401 without it).
+    :param tls: serve HTTPS with a fresh CA (in the kubeconfig); False serves plain HTTP.
+    :param tls_hosts: extra names or addresses for the serving certificate (loopback and
+        ``host`` are always included).
+    :param crd_paths: upstream CRD YAML files whose schemas replace the built-in ones.
+    :param event_window: retained events; older resourceVersions get 410 Expired.
+    :param bookmark_interval: seconds between BOOKMARKs on idle watches that allow them.
+    :param watch_queue_size: events a watcher may lag behind before it is closed.
+    """
+    if auth and token is None:
+        token = secrets.token_urlsafe(32)
+    if not auth:
+        token = None
+    base = builtin_registry()
+    crd_paths = list(crd_paths)
+    registry = base.replaced(load_crds(crd_paths, base)) if crd_paths else base
+    config = ServerConfig(
+        token=token,
+        event_window=event_window,
+        bookmark_interval=bookmark_interval,
+        watch_queue_size=watch_queue_size,
+        extra_registry=registry,
+    )
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    bound_port = sock.getsockname()[1]
+    shown_host = f"[{host}]" if ":" in host else host
+    url = f"{'https' if tls else 'http'}://{shown_host}:{bound_port}"
+    config.server_address = f"{shown_host}:{bound_port}"
+    state = ServerState(config)
+    app = build_app(config, state)
+    # One private directory per server: TLS files and, unless a path was given, the kubeconfig.
+    temp_dir = tempfile.TemporaryDirectory(prefix="airflow-gang-sim-")
+    ssl_files: dict[str, Any] = {}
+    ca_pem = None
+    if tls:
+        names = ["127.0.0.1", "::1", "localhost", host, *tls_hosts]
+        if host in ("0.0.0.0", "::"):
+            names.append(socket.gethostname())
+        certificate = make_serving_certificate(names)
+        certfile, keyfile = certificate.write(Path(temp_dir.name))
+        ssl_files = {"ssl_certfile": certfile, "ssl_keyfile": keyfile}
+        ca_pem = certificate.ca_pem
+    server = uvicorn.Server(
+        uvicorn.Config(
+            app,
+            log_level="warning",
+            access_log=False,
+            lifespan="off",
+            timeout_graceful_shutdown=1,
+            backlog=4096,
+            timeout_keep_alive=30,
+            **ssl_files,
+        )
+    )
+    thread = threading.Thread(
+        target=server.run,
+        kwargs={"sockets": [sock]},
+        daemon=True,
+        name=f"airflow-gang-apiserver-{bound_port}",
+    )
+    thread.start()
+    deadline = time.monotonic() + startup_timeout
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            server.should_exit = True
+            raise RuntimeError(f"API server did not start on {url}")
+        time.sleep(0.01)
+    if kubeconfig_path is None:
+        kubeconfig_path = Path(temp_dir.name) / "kubeconfig"
+    written = write_kubeconfig(kubeconfig_path, url, token, ca_pem)
+    return ApiServerHandle(
+        server,
+        thread=thread,
+        state=state,
+        url=url,
+        token=token,
+        kubeconfig_path=written,
+        temp_dir=temp_dir,
+        ca_pem=ca_pem,
+    )

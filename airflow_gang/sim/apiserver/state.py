@@ -1,0 +1,76 @@
+"""What one running API server holds: configuration, registry, store, verbs and pod logs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from airflow_gang.sim.apiserver import objects
+from airflow_gang.sim.apiserver.core_kinds import SYSTEM_PRIORITY_CLASSES
+from airflow_gang.sim.apiserver.logs import PodLogs
+from airflow_gang.sim.apiserver.operations import Api
+from airflow_gang.sim.apiserver.registry import Registry
+from airflow_gang.sim.apiserver.resources import builtin_registry
+from airflow_gang.sim.apiserver.store import Store
+from airflow_gang.sim.apiserver.watching import Event
+
+INITIAL_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+
+
+@dataclass
+class ServerConfig:
+    """Tunables. ``token=None`` disables authentication.
+
+    :param event_window: events kept for watches and consistent pagination; older
+        resourceVersions get 410 Expired (small values let tests force compaction).
+    :param bookmark_interval: seconds between BOOKMARK events on idle watches that asked.
+    :param watch_timeout: (min, max) seconds for watches without ``timeoutSeconds``; like
+        kube-apiserver's ``--min-request-timeout`` a random value in between is used.
+    """
+
+    token: str | None = None
+    event_window: int = 10_000
+    watch_queue_size: int = 10_000
+    bookmark_interval: float = 60.0
+    watch_timeout: tuple[float, float] = (1800.0, 3600.0)
+    max_log_lines: int = 100_000
+    server_address: str = "127.0.0.1:0"
+    extra_registry: Registry | None = field(default=None, repr=False)
+
+
+class ServerState:
+    def __init__(self, config: ServerConfig):
+        self.config = config
+        self.registry = config.extra_registry or builtin_registry()
+        self.store = Store(window=config.event_window, watch_queue_size=config.watch_queue_size)
+        self.api = Api(self.registry, self.store)
+        self.logs = PodLogs(max_lines=config.max_log_lines)
+        self.store.add_listener(self._on_event)
+        self._seed()
+
+    def _on_event(self, event: Event) -> None:
+        # Log followers end when their pod changes phase or goes; wake them on any pod event.
+        if event.key == "/pods":
+            pod_uid = objects.uid(event.obj)
+            self.logs.wake(pod_uid)
+            if event.type == "DELETED":
+                self.logs.forget(pod_uid)
+
+    def _seed(self) -> None:
+        """What a fresh kube-apiserver holds: the system namespaces and priority classes."""
+        namespaces = self.registry.by_key("/namespaces")
+        classes = self.registry.by_key("scheduling.k8s.io/priorityclasses")
+        if namespaces is not None:
+            for name in INITIAL_NAMESPACES:
+                self.api.create(namespaces, "", {"metadata": {"name": name}})
+        if classes is not None:
+            for name, value in SYSTEM_PRIORITY_CLASSES.items():
+                self.api.create(
+                    classes,
+                    "",
+                    {
+                        "metadata": {"name": name},
+                        "value": value,
+                        "description": "Used for system critical pods that must not be moved from their "
+                        "current node.",
+                    },
+                )

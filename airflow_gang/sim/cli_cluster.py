@@ -1,0 +1,161 @@
+"""``airflow-gang sim`` (the whole cluster) and ``airflow-gang sim controllers`` (attach mode)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+DEFAULT_KUBECONFIG = "sim.kubeconfig"
+_RESOURCE_ALIASES = {"gpu": "nvidia.com/gpu", "gpus": "nvidia.com/gpu", "mem": "memory"}
+
+
+def parse_queue(text: str) -> tuple[str, dict[str, str] | None]:
+    """``research=gpu:4,cpu:16`` -> ("research", {"nvidia.com/gpu": "4", "cpu": "16"}).
+
+    A bare ``NAME`` is a queue without a capability.
+    """
+    name, _, capability = text.partition("=")
+    name = name.strip()
+    if not name:
+        raise argparse.ArgumentTypeError(f"--queue {text!r}: expected NAME or NAME=gpu:4,cpu:16")
+    if not capability.strip():
+        return name, None
+    limits: dict[str, str] = {}
+    for item in capability.split(","):
+        resource, _, amount = item.partition(":")
+        if not resource.strip() or not amount.strip():
+            raise argparse.ArgumentTypeError(f"--queue {text!r}: each limit is RESOURCE:AMOUNT, e.g. gpu:4")
+        limits[_RESOURCE_ALIASES.get(resource.strip(), resource.strip())] = amount.strip()
+    return name, limits
+
+
+def _add_topology(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--nodes", type=int, default=2, help="simulated nodes (default: 2)")
+    parser.add_argument("--gpus-per-node", type=int, default=2, help="nvidia.com/gpu per node (default: 2)")
+    parser.add_argument("--cpus-per-node", default="16", help="CPUs per node (default: 16)")
+    parser.add_argument("--memory-per-node", default="64Gi", help="memory per node (default: 64Gi)")
+    parser.add_argument(
+        "--queue",
+        action="append",
+        type=parse_queue,
+        default=[],
+        metavar="NAME[=gpu:4,cpu:16]",
+        help="extra Volcano queue with an optional capability (repeatable)",
+    )
+    parser.add_argument(
+        "--overcommit-factor", type=float, default=1.2, help="Volcano overcommit (default: 1.2)"
+    )
+    parser.add_argument(
+        "--training-operator-gang",
+        choices=["volcano"],
+        default=None,
+        help="mirror the training-operator's --gang-scheduler-name=volcano (it then creates PodGroups)",
+    )
+    parser.add_argument(
+        "--runtime",
+        choices=["script", "process"],
+        default="script",
+        help="script: pods follow their sim.airflow-gang.io annotations; process: run the command",
+    )
+    parser.add_argument(
+        "--schedule-period", type=float, default=1.0, help="Volcano session period (default: 1s)"
+    )
+    parser.add_argument("--workdir", default=None, help="working directory of process-runtime pods")
+
+
+def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
+    _add_topology(parser)
+    parser.add_argument("--port", type=int, default=0, help="API server port (default: a free one)")
+    parser.add_argument("--host", default="127.0.0.1", help="interface to bind (default: 127.0.0.1)")
+    parser.add_argument(
+        "--kubeconfig", default=DEFAULT_KUBECONFIG, help=f"kubeconfig to write ({DEFAULT_KUBECONFIG})"
+    )
+
+
+def _topology(args: argparse.Namespace) -> dict[str, Any]:
+    return {
+        "nodes": args.nodes,
+        "gpus_per_node": args.gpus_per_node,
+        "cpus_per_node": args.cpus_per_node,
+        "memory_per_node": args.memory_per_node,
+        "queues": dict(args.queue),
+        "overcommit_factor": args.overcommit_factor,
+        "training_operator_gang": args.training_operator_gang,
+        "runtime": args.runtime,
+        "schedule_period": args.schedule_period,
+        "workdir": args.workdir,
+    }
+
+
+def airflow_connection_env(kubeconfig_path: str) -> str:
+    """The ``AIRFLOW_CONN_KUBERNETES_DEFAULT`` value pointing Airflow at a kubeconfig."""
+    return json.dumps({"conn_type": "kubernetes", "extra": {"kube_config_path": kubeconfig_path}})
+
+
+def run_cluster(args: argparse.Namespace) -> int:
+    from airflow_gang.sim.cli import wait_for_signal
+    from airflow_gang.sim.cluster import SimCluster
+
+    kubeconfig = str(Path(args.kubeconfig).resolve())
+    cluster = SimCluster(port=args.port, host=args.host, kubeconfig_path=kubeconfig, **_topology(args))
+    cluster.start()
+    try:
+        names = cluster.topology.node_names()
+        print(
+            f"simulated cluster ready: {len(names)} nodes x {args.gpus_per_node} GPUs, API at {cluster.url}",
+            flush=True,
+        )
+        print(f"kubeconfig: {kubeconfig}", flush=True)
+        print(f"  kubectl:  export KUBECONFIG={kubeconfig}", flush=True)
+        print(
+            f"  Airflow:  export AIRFLOW_CONN_KUBERNETES_DEFAULT='{airflow_connection_env(kubeconfig)}'",
+            flush=True,
+        )
+        print("Ctrl-C stops it.", flush=True)
+        wait_for_signal()
+    finally:
+        cluster.stop()
+    print("simulated cluster stopped", flush=True)
+    return 0
+
+
+def add_controllers_command(commands: Any) -> None:
+    parser = commands.add_parser(
+        "controllers",
+        help="attach simulated controllers (and nodes) to an existing API server",
+        description="Run chosen controllers against the API server of an existing kubeconfig: each is an "
+        "ordinary API client. E.g. simulated GPU nodes next to a real Volcano.",
+    )
+    parser.add_argument("--kubeconfig", required=True, help="kubeconfig of the existing API server")
+    parser.add_argument("--context", default=None, help="kubeconfig context (default: current)")
+    parser.add_argument(
+        "--only",
+        default="volcano,kube-scheduler,training-operator,kubelet",
+        help="comma-separated subset of volcano,kube-scheduler,training-operator,kubelet (default: all)",
+    )
+    _add_topology(parser)
+    parser.set_defaults(func=run_controllers)
+
+
+def run_controllers(args: argparse.Namespace) -> int:
+    from airflow_gang.sim.cli import wait_for_signal
+    from airflow_gang.sim.cluster import Topology, controller_factories, controller_names
+    from airflow_gang.sim.controllers.manager import ControllerManager
+
+    try:
+        factories = controller_factories(Topology(**_topology(args)), controller_names(args.only))
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    manager = ControllerManager(args.kubeconfig, factories, context=args.context)
+    manager.start()
+    try:
+        print(f"controllers running against {args.kubeconfig}: {args.only}", flush=True)
+        wait_for_signal()
+    finally:
+        manager.stop()
+    print("controllers stopped", flush=True)
+    return 0

@@ -1,0 +1,238 @@
+"""`SimCluster`: an embedded Kubernetes cluster with Volcano and the Kubeflow training-operator.
+
+It starts the API server, then every controller as an ordinary API client on one background
+event loop: Volcano, the default kube-scheduler, the training-operator, and one kubelet per
+simulated node. It writes a kubeconfig that the official clients, Airflow's KubernetesHook and
+kubectl can use. ``stop()`` (or leaving the ``with`` block) ends everything it started.
+
+    with SimCluster(nodes=2, gpus_per_node=2) as cluster:
+        kubernetes.config.load_kube_config(cluster.kubeconfig_path)
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+
+from airflow_gang.sim.apiserver.server import ApiServerHandle, start_apiserver
+from airflow_gang.sim.controllers.kube_scheduler import KubeScheduler
+from airflow_gang.sim.controllers.kubelet import Kubelet
+from airflow_gang.sim.controllers.manager import ControllerFactory, ControllerManager
+from airflow_gang.sim.controllers.training_operator import TrainingOperator
+from airflow_gang.sim.controllers.volcano import Volcano
+
+Runtime = Literal["script", "process"]
+CONTROLLER_NAMES = ("volcano", "kube-scheduler", "training-operator", "kubelet")
+
+
+@dataclass(frozen=True)
+class Topology:
+    """What the simulated cluster looks like and how its controllers behave."""
+
+    nodes: int = 2
+    gpus_per_node: int = 2
+    cpus_per_node: int | str = 16
+    memory_per_node: str = "64Gi"
+    queues: Mapping[str, Mapping[str, Any] | None] = field(default_factory=dict)
+    overcommit_factor: float = 1.2
+    training_operator_gang: str | None = None
+    runtime: Runtime = "script"
+    schedule_period: float = 1.0
+    workdir: str | None = None
+
+    def node_names(self) -> list[str]:
+        return [f"sim-node-{index + 1}" for index in range(self.nodes)]
+
+    def node_capacity(self) -> dict[str, str]:
+        return {
+            "cpu": str(self.cpus_per_node),
+            "memory": self.memory_per_node,
+            "nvidia.com/gpu": str(self.gpus_per_node),
+            "pods": "110",
+        }
+
+
+def controller_factories(
+    topology: Topology, only: Iterable[str] = CONTROLLER_NAMES
+) -> list[ControllerFactory]:
+    """The controllers to run for ``topology``; ``only`` picks a subset (attach mode)."""
+    chosen = set(only)
+    unknown = chosen - set(CONTROLLER_NAMES)
+    if unknown:
+        raise ValueError(
+            f"unknown controller(s) {sorted(unknown)}; choose from {', '.join(CONTROLLER_NAMES)}"
+        )
+    # Fast simulated clusters reconcile more often; the scheduler keeps Volcano's own period.
+    reactive = min(0.5, max(0.05, topology.schedule_period / 2))
+    factories: list[ControllerFactory] = []
+    if "volcano" in chosen:
+        factories.append(
+            lambda client, cache: Volcano(
+                client,
+                cache,
+                schedule_period=topology.schedule_period,
+                overcommit_factor=topology.overcommit_factor,
+                queues={name: dict(cap) if cap else None for name, cap in topology.queues.items()},
+            )
+        )
+    if "kube-scheduler" in chosen:
+        factories.append(lambda client, cache: KubeScheduler(client, cache, period=reactive))
+    if "training-operator" in chosen:
+        factories.append(
+            lambda client, cache: TrainingOperator(
+                client, cache, gang_scheduler_name=topology.training_operator_gang, period=reactive
+            )
+        )
+    if "kubelet" in chosen:
+        for node_name in topology.node_names():
+            factories.append(_kubelet_factory(topology, node_name, reactive))
+    return factories
+
+
+def _kubelet_factory(topology: Topology, node_name: str, period: float) -> ControllerFactory:
+    return lambda client, cache: Kubelet(
+        client,
+        cache,
+        node_name=node_name,
+        capacity=topology.node_capacity(),
+        runtime=topology.runtime,
+        period=period,
+        workdir=topology.workdir,
+    )
+
+
+class SimCluster:
+    """An embedded cluster: API server + Volcano + kube-scheduler + training-operator + kubelets.
+
+    :param nodes: simulated nodes, each with ``gpus_per_node`` ``nvidia.com/gpu``,
+        ``cpus_per_node`` CPUs and ``memory_per_node`` memory.
+    :param queues: extra Volcano queues, name -> capability (``{"nvidia.com/gpu": 2}``) or None
+        for no cap. ``root`` and ``default`` always exist.
+    :param overcommit_factor: Volcano's enqueue overcommit factor (1.2 like Volcano's default).
+    :param training_operator_gang: ``"volcano"`` mirrors the operator's
+        ``--gang-scheduler-name=volcano`` flag (it then creates PodGroups itself).
+    :param runtime: ``"script"`` (pods behave as their ``sim.airflow-gang.io/*`` annotations say)
+        or ``"process"`` (the container command runs as a local process).
+    :param schedule_period: seconds between Volcano scheduling sessions (1 s like Volcano).
+    :param port: API server port (0 picks a free one).
+    :param kubeconfig_path: where to write the kubeconfig (default: a temporary file).
+    :param workdir: working directory of process-runtime pods.
+    """
+
+    def __init__(
+        self,
+        *,
+        nodes: int = 2,
+        gpus_per_node: int = 2,
+        cpus_per_node: int | str = 16,
+        memory_per_node: str = "64Gi",
+        queues: Mapping[str, Mapping[str, Any] | None] | None = None,
+        overcommit_factor: float = 1.2,
+        training_operator_gang: str | None = None,
+        runtime: Runtime = "script",
+        schedule_period: float = 1.0,
+        port: int = 0,
+        host: str = "127.0.0.1",
+        kubeconfig_path: str | Path | None = None,
+        workdir: str | None = None,
+        auth: bool = True,
+    ) -> None:
+        self.topology = Topology(
+            nodes=nodes,
+            gpus_per_node=gpus_per_node,
+            cpus_per_node=cpus_per_node,
+            memory_per_node=memory_per_node,
+            queues=dict(queues or {}),
+            overcommit_factor=overcommit_factor,
+            training_operator_gang=training_operator_gang,
+            runtime=runtime,
+            schedule_period=schedule_period,
+            workdir=workdir,
+        )
+        self._port = port
+        self._host = host
+        self._kubeconfig_path = kubeconfig_path
+        self._auth = auth
+        self.apiserver: ApiServerHandle | None = None
+        self.controllers: ControllerManager | None = None
+
+    @property
+    def kubeconfig_path(self) -> str:
+        if self.apiserver is None:
+            raise RuntimeError("the cluster is not running: call start() or use it as a context manager")
+        return self.apiserver.kubeconfig_path
+
+    @property
+    def url(self) -> str:
+        if self.apiserver is None:
+            raise RuntimeError("the cluster is not running")
+        return self.apiserver.url
+
+    def start(self, timeout: float = 30.0) -> SimCluster:
+        self.apiserver = start_apiserver(
+            port=self._port, host=self._host, kubeconfig_path=self._kubeconfig_path, auth=self._auth
+        )
+        try:
+            self.controllers = ControllerManager(
+                self.apiserver.kubeconfig_path, controller_factories(self.topology)
+            )
+            self.controllers.start(timeout)
+            self._wait_ready(timeout)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _wait_ready(self, timeout: float) -> None:
+        """Return once every node is registered and the default queues exist."""
+        expected_nodes = set(self.topology.node_names())
+        expected_queues = {"root", "default", *self.topology.queues}
+        deadline = time.monotonic() + timeout
+        with self.api_client() as api:
+            core, custom = k8s.CoreV1Api(api), k8s.CustomObjectsApi(api)
+            while True:
+                nodes = {n.metadata.name for n in core.list_node().items}
+                queues = {
+                    q["metadata"]["name"]
+                    for q in custom.list_cluster_custom_object("scheduling.volcano.sh", "v1beta1", "queues")[
+                        "items"
+                    ]
+                }
+                if expected_nodes <= nodes and expected_queues <= queues:
+                    return
+                if time.monotonic() > deadline:
+                    raise TimeoutError(
+                        f"simulated cluster not ready after {timeout:.0f}s: "
+                        f"nodes {sorted(nodes)}, queues {sorted(queues)}"
+                    )
+                time.sleep(0.05)
+
+    def api_client(self) -> k8s.ApiClient:
+        """A new official ``kubernetes`` ApiClient for this cluster (close it, or use ``with``)."""
+        return k8s_config.new_client_from_config(config_file=self.kubeconfig_path)
+
+    def stop(self) -> None:
+        if self.controllers is not None:
+            self.controllers.stop()
+            self.controllers = None
+        if self.apiserver is not None:
+            self.apiserver.stop()
+            self.apiserver = None
+
+    def __enter__(self) -> SimCluster:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+
+def controller_names(value: str | Sequence[str]) -> list[str]:
+    """Parse ``--only volcano,kube-scheduler`` (accepting ``_`` for ``-``)."""
+    names = value.split(",") if isinstance(value, str) else list(value)
+    return [name.strip().replace("_", "-") for name in names if name.strip()]
