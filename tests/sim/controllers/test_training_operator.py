@@ -508,13 +508,15 @@ def test_exit_code_policy_fails_on_permanent_codes_and_retries_signals(
 def test_active_deadline_fails_the_job_and_deletes_its_pods(
     start_operator: StartOperator, core: k8s.CoreV1Api, custom: k8s.CustomObjectsApi, namespace: str
 ) -> None:
-    create(custom, namespace, pytorchjob("deadline", run_policy={"activeDeadlineSeconds": 1}))
+    # Long enough for the job to be seen Running first even on a loaded machine.
+    create(custom, namespace, pytorchjob("deadline", run_policy={"activeDeadlineSeconds": 3}))
     start_operator()
     wait_for_pods(core, namespace, "deadline", 2)
     set_pod(core, namespace, "deadline-master-0", "Running")
     set_pod(core, namespace, "deadline-worker-0", "Running")
+    wait_for_condition(custom, namespace, "deadline", "Running", timeout=3)
 
-    job = wait_for_condition(custom, namespace, "deadline", "Failed", timeout=5)
+    job = wait_for_condition(custom, namespace, "deadline", "Failed", timeout=8)
     assert condition(job, "Failed") == (
         "True",
         "PyTorchJobFailed",
