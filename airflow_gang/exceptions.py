@@ -75,3 +75,30 @@ class PyTorchJobFailed(GangError):
 
 class GangJobLost(GangError):
     """The job disappeared while we waited for it (deleted by someone else, or its namespace)."""
+
+
+class GangApiError(GangError):
+    """The cluster refused or failed a request in a way retrying will not fix; names verb and resource."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        verb: str | None = None,
+        resource: str | None = None,
+        name: str | None = None,
+        namespace: str | None = None,
+    ) -> None:
+        super().__init__(message, name=name, namespace=namespace)
+        self.status = status
+        self.verb = verb
+        self.resource = resource
+
+
+class GangPermissionError(GangApiError):
+    """HTTP 403: the service account behind the connection lacks a verb on a resource."""
+
+
+class GangCRDNotInstalled(GangApiError):
+    """The PyTorchJob (or PodGroup/Queue) API is not served by the cluster."""

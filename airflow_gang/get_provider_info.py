@@ -33,6 +33,21 @@ def get_provider_info() -> dict[str, Any]:
                 "tags": ["software"],
             },
         ],
+        "hooks": [
+            {"integration-name": "Kubeflow PyTorchJob", "python-modules": ["airflow_gang.hooks.gang"]},
+        ],
+        "operators": [
+            {
+                "integration-name": "Kubeflow PyTorchJob",
+                "python-modules": ["airflow_gang.operators.pytorch_job"],
+            },
+        ],
+        "sensors": [
+            {"integration-name": "Kubeflow PyTorchJob", "python-modules": ["airflow_gang.sensors.gang"]},
+        ],
+        "triggers": [
+            {"integration-name": "Kubeflow PyTorchJob", "python-modules": ["airflow_gang.triggers.gang"]},
+        ],
         # We reuse the cncf.kubernetes `kubernetes` connection type (same hook, same extras) and
         # deliberately do not list it here: ProvidersManager keeps the first registration it finds,
         # so a second entry would take the type (and its connection form) away from cncf.kubernetes

@@ -8,8 +8,14 @@ from pathlib import Path
 
 import pytest
 
-if "AIRFLOW_HOME" not in os.environ:
-    os.environ["AIRFLOW_HOME"] = tempfile.mkdtemp(prefix="airflow-gang-home-")
+# Before anything imports Airflow: a private home, DAG folder and SQLite database per test
+# session, so tests never touch ~/airflow or a developer's own Airflow setup.
+_HOME = Path(tempfile.mkdtemp(prefix="airflow-gang-home-"))
+os.environ["AIRFLOW_HOME"] = str(_HOME)
+os.environ["AIRFLOW__CORE__DAGS_FOLDER"] = str(_HOME / "dags")
+os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "false"
+os.environ["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] = f"sqlite:///{_HOME / 'airflow.db'}"
+(_HOME / "dags").mkdir(parents=True, exist_ok=True)
 
 SHARED_CRDS = Path(__file__).resolve().parents[2] / "shared" / "crds"
 

@@ -1,0 +1,204 @@
+"""Where a gang job stands, decided purely from what the cluster shows (job, PodGroup, pods).
+
+The operator (sync waits), the trigger (deferred waits) and the sensors all call `gang_status`,
+so they can never disagree about what "admitted" or "failed" means:
+
+- admitted = PodGroup phase ``Running`` or ``Completed``; or ``Inqueue``/``Unknown`` with at
+  least ``minMember`` of its pods bound to nodes (Volcano binds a session before it writes
+  ``Running``, DOMAIN.md §10); or the job already has a ``Running``, ``Succeeded`` or ``Failed``
+  condition. With gang scheduling disabled: every replica pod bound.
+- finished = the job's last true condition is ``Succeeded`` or ``Failed``.
+
+Decisions use phases and bound pods, never the mere presence of a PodGroup condition (a stale
+``Unschedulable=True`` can sit next to phase ``Running``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+JsonDict = dict[str, Any]
+JOB_NAME_LABEL = "training.kubeflow.org/job-name"
+REPLICA_TYPE_LABEL = "training.kubeflow.org/replica-type"
+REPLICA_INDEX_LABEL = "training.kubeflow.org/replica-index"
+
+
+class GangPhase(StrEnum):
+    QUEUED = "queued"
+    ADMITTED = "admitted"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    LOST = "lost"
+
+
+@dataclass(frozen=True)
+class GangStatus:
+    phase: GangPhase
+    podgroup_phase: str | None
+    queue: str | None
+    min_member: int
+    replicas: int
+    bound: int
+    running: int
+    job_condition: str | None
+    message: str
+
+    @property
+    def admitted(self) -> bool:
+        return self.phase not in (GangPhase.QUEUED, GangPhase.LOST)
+
+    @property
+    def finished(self) -> bool:
+        return self.phase in (GangPhase.SUCCEEDED, GangPhase.FAILED)
+
+    def describe(self) -> str:
+        """One log-friendly line: ``queued podgroup=Pending queue=default bound=0/4 | reason``."""
+        parts = [self.phase.value]
+        if self.podgroup_phase is not None:
+            parts.append(f"podgroup={self.podgroup_phase}")
+        if self.queue:
+            parts.append(f"queue={self.queue}")
+        parts.append(f"bound={self.bound}/{self.replicas}")
+        text = " ".join(parts)
+        return f"{text} | {self.message}" if self.message else text
+
+
+def last_true_condition(job: JsonDict) -> JsonDict | None:
+    """The training-operator appends the newest condition last; the last true one is the state."""
+    conditions = (job.get("status") or {}).get("conditions") or []
+    true = [c for c in conditions if c.get("status") == "True"]
+    return true[-1] if true else None
+
+
+def replica_count(job: JsonDict) -> int:
+    specs = (job.get("spec") or {}).get("pytorchReplicaSpecs") or {}
+    return sum(int((replica or {}).get("replicas", 1)) for replica in specs.values())
+
+
+def _bound(pods: list[JsonDict]) -> int:
+    return sum(1 for pod in pods if (pod.get("spec") or {}).get("nodeName") and not _deleting(pod))
+
+
+def _deleting(pod: JsonDict) -> bool:
+    return bool((pod.get("metadata") or {}).get("deletionTimestamp"))
+
+
+def _unschedulable_message(podgroup: JsonDict | None, pods: list[JsonDict]) -> str:
+    if podgroup is not None:
+        for condition in reversed((podgroup.get("status") or {}).get("conditions") or []):
+            if condition.get("type") == "Unschedulable" and condition.get("status") == "True":
+                return str(condition.get("message") or "")
+    for pod in pods:
+        for condition in (pod.get("status") or {}).get("conditions") or []:
+            if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
+                return str(condition.get("message") or "")
+    return ""
+
+
+def gang_status(
+    job: JsonDict | None, podgroup: JsonDict | None, pods: list[JsonDict], gang_scheduling: str
+) -> GangStatus:
+    """Map what the cluster shows onto one `GangStatus`.
+
+    :param job: the PyTorchJob, or None if it is gone.
+    :param podgroup: its PodGroup, or None (not created yet, or deleted after the job finished).
+    :param pods: the job's pods (label ``training.kubeflow.org/job-name``).
+    :param gang_scheduling: ``provider``, ``training-operator`` or ``disabled``.
+    """
+    pg_status = (podgroup or {}).get("status") or {}
+    pg_spec = (podgroup or {}).get("spec") or {}
+    pg_phase = pg_status.get("phase") if podgroup is not None else None
+    replicas = replica_count(job) if job is not None else 0
+    policy = ((job or {}).get("spec") or {}).get("runPolicy", {}).get("schedulingPolicy") or {}
+    queue = pg_spec.get("queue") or policy.get("queue")
+    min_member = int(pg_spec.get("minMember") or policy.get("minAvailable") or replicas or 0)
+    bound = _bound(pods)
+    running = sum(1 for pod in pods if (pod.get("status") or {}).get("phase") == "Running")
+
+    def status(phase: GangPhase, condition_type: str | None, message: str) -> GangStatus:
+        return GangStatus(
+            phase, pg_phase, queue, min_member, replicas, bound, running, condition_type, message
+        )
+
+    if job is None:
+        return status(GangPhase.LOST, None, "the PyTorchJob no longer exists")
+    condition = last_true_condition(job)
+    condition_type = condition.get("type") if condition else None
+    message = str((condition or {}).get("message") or "")
+    if condition_type == "Succeeded":
+        return status(GangPhase.SUCCEEDED, condition_type, message)
+    if condition_type == "Failed":
+        return status(GangPhase.FAILED, condition_type, message)
+    if condition_type in ("Running", "Restarting"):
+        return status(GangPhase.RUNNING, condition_type, message)
+    if gang_scheduling == "disabled":
+        admitted = replicas > 0 and bound >= replicas
+    else:
+        admitted = pg_phase in ("Running", "Completed") or (
+            pg_phase in ("Inqueue", "Unknown") and min_member > 0 and bound >= min_member
+        )
+    if admitted:
+        return status(GangPhase.ADMITTED, condition_type, "")
+    if condition_type == "Suspended":
+        reason = message or "the PyTorchJob is suspended"
+    elif podgroup is None and gang_scheduling != "disabled":
+        reason = "waiting for the PodGroup to be created"
+    else:
+        reason = _unschedulable_message(podgroup, pods)
+    return status(GangPhase.QUEUED, condition_type, reason)
+
+
+@dataclass(frozen=True)
+class ReplicaFailure:
+    pod: str
+    replica: str
+    exit_code: int | None
+    reason: str | None
+    message: str | None
+
+
+def _terminated(status: JsonDict) -> JsonDict | None:
+    state = (status.get("state") or {}).get("terminated")
+    last = (status.get("lastState") or {}).get("terminated")
+    if state and state.get("exitCode", 0) != 0:
+        return dict(state)
+    if last and last.get("exitCode", 0) != 0:
+        return dict(last)
+    return None
+
+
+def failing_replica(pods: list[JsonDict], container: str = "pytorch") -> ReplicaFailure | None:
+    """The replica that failed first (by container finish time), with its exit code and reason."""
+    candidates: list[tuple[str, ReplicaFailure]] = []
+    for pod in pods:
+        labels = (pod.get("metadata") or {}).get("labels") or {}
+        replica_type = str(labels.get(REPLICA_TYPE_LABEL, "replica")).capitalize()
+        replica = f"{replica_type} {labels.get(REPLICA_INDEX_LABEL, '?')}"
+        status = pod.get("status") or {}
+        for container_status in status.get("containerStatuses") or []:
+            if container_status.get("name") != container:
+                continue
+            terminated = _terminated(container_status)
+            if terminated is not None:
+                failure = ReplicaFailure(
+                    pod=pod["metadata"]["name"],
+                    replica=replica,
+                    exit_code=terminated.get("exitCode"),
+                    reason=terminated.get("reason"),
+                    message=terminated.get("message"),
+                )
+                candidates.append((str(terminated.get("finishedAt") or ""), failure))
+        if not candidates and status.get("phase") == "Failed":
+            failure = ReplicaFailure(
+                pod["metadata"]["name"], replica, None, status.get("reason"), status.get("message")
+            )
+            candidates.append(("~", failure))
+    candidates.sort(key=lambda item: item[0])
+    return candidates[0][1] if candidates else None
+
+
+def master_pod_name(job_name: str) -> str:
+    return f"{job_name}-master-0"

@@ -1,0 +1,310 @@
+"""`GangJobHook`: every synchronous Kubernetes API call of the provider.
+
+Built on the cncf.kubernetes `KubernetesHook`, so it takes the same ``kubernetes`` connection
+(extras ``kube_config_path``, ``kube_config``, ``in_cluster``, ``cluster_context``,
+``namespace``) and the same constructor arguments. `AsyncGangJobHook` (for triggers) lives in
+`airflow_gang.hooks.gang_async` and is re-exported here; the pod, event and log reads come
+from `airflow_gang.hooks.pods`.
+
+Contract of every method: objects cross as plain JSON dicts in wire (camelCase) form; transient
+failures are retried (`retrying`); a 404 on a get or delete is ``None``/``False``; any other
+failure raises a `GangApiError` naming verb, resource and namespace (`GangPermissionError` for
+RBAC denials). Each request carries an explicit ``_request_timeout`` so a half-open TCP
+connection cannot hang a worker; only the follow-mode log stream has no read timeout.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from airflow.providers.cncf.kubernetes.hooks.kubernetes import KubernetesHook
+
+from airflow_gang.exceptions import GangApiError
+from airflow_gang.hooks.errors import PYTORCHJOB_API, VOLCANO_API, ApiRequest, evaluate_discovery
+from airflow_gang.hooks.gang_async import AsyncGangJobHook
+from airflow_gang.hooks.kinds import (
+    KINDS_BY_NAME,
+    PODGROUPS,
+    PYTORCHJOBS,
+    QUEUES,
+    REQUIRED_PERMISSIONS,
+    DeletableKind,
+    Kind,
+    delete_options,
+    owner_reference_patch,
+)
+from airflow_gang.hooks.pods import JobPodsMixin, read_json
+from airflow_gang.hooks.retrying import REQUEST_TIMEOUT, RetryPolicy, call_with_retries
+
+__all__ = ["REQUIRED_PERMISSIONS", "AsyncGangJobHook", "GangJobHook"]
+
+T = TypeVar("T")
+JsonDict = dict[str, Any]
+
+
+class GangJobHook(JobPodsMixin, KubernetesHook):
+    """Synchronous API calls for gang-scheduled PyTorchJobs: the job, its PodGroup, queue, pods, logs.
+
+    Constructor arguments and connection extras are `KubernetesHook`'s (``conn_id``,
+    ``config_file``, ``in_cluster``, ``cluster_context``, ``config_dict``, ...).
+    ``retry_policy`` may be replaced per instance or subclass.
+    """
+
+    hook_name = "Gang-scheduled PyTorchJob (Kubernetes)"
+    retry_policy: RetryPolicy = RetryPolicy()
+
+    # -- plumbing ------------------------------------------------------------------------------
+
+    def _call(self, request: ApiRequest, call: Callable[[], T]) -> T:
+        return call_with_retries(call, request, self.retry_policy, self.log)
+
+    def _call_or_none(self, request: ApiRequest, call: Callable[[], T]) -> T | None:
+        try:
+            return self._call(request, call)
+        except GangApiError as error:
+            if error.status == 404:
+                return None
+            raise
+
+    def _create(self, kind: Kind, body: JsonDict, namespace: str) -> JsonDict:
+        name = (body.get("metadata") or {}).get("name")
+        request = ApiRequest("create", kind.resource, name, namespace)
+        created: JsonDict = self._call(
+            request,
+            lambda: self.custom_object_client.create_namespaced_custom_object(
+                kind.group, kind.version, namespace, kind.plural, body, _request_timeout=REQUEST_TIMEOUT
+            ),
+        )
+        self.log.info(
+            "created %s %s/%s uid=%s", kind.kind, namespace, name, (created.get("metadata") or {}).get("uid")
+        )
+        return created
+
+    def _get(self, kind: Kind, name: str, namespace: str) -> JsonDict | None:
+        return self._call_or_none(
+            ApiRequest("get", kind.resource, name, namespace),
+            lambda: self.custom_object_client.get_namespaced_custom_object(
+                kind.group, kind.version, namespace, kind.plural, name, _request_timeout=REQUEST_TIMEOUT
+            ),
+        )
+
+    def _delete(self, kind: Kind, name: str, namespace: str, propagation: str, uid: str | None) -> bool:
+        options = delete_options(propagation, uid)
+        deleted = self._call_or_none(
+            ApiRequest("delete", kind.resource, name, namespace),
+            lambda: self.custom_object_client.delete_namespaced_custom_object(
+                kind.group,
+                kind.version,
+                namespace,
+                kind.plural,
+                name,
+                body=options,
+                _request_timeout=REQUEST_TIMEOUT,
+            ),
+        )
+        if deleted is not None:
+            self.log.info("deleting %s %s/%s propagation=%s", kind.kind, namespace, name, propagation)
+        return deleted is not None
+
+    # -- PyTorchJob ----------------------------------------------------------------------------
+
+    def create_pytorchjob(self, body: JsonDict, namespace: str) -> JsonDict:
+        """Create a PyTorchJob; returns the stored object (with ``metadata.uid``).
+
+        Retried on 429/5xx/connection errors. A 409 raises `GangApiError` with ``status=409``
+        (after a retry it may be this call's own object whose reply was lost): the caller
+        adopts the existing job if its identity labels are its own.
+
+        :param body: the ``kubeflow.org/v1`` PyTorchJob manifest.
+        :param namespace: where to create it.
+        """
+        return self._create(PYTORCHJOBS, body, namespace)
+
+    def get_pytorchjob(self, name: str, namespace: str) -> JsonDict | None:
+        """The PyTorchJob, or None if it does not exist.
+
+        :param name: job name.
+        :param namespace: job namespace.
+        """
+        return self._get(PYTORCHJOBS, name, namespace)
+
+    def find_pytorchjobs(self, namespace: str, label_selector: str) -> list[JsonDict]:
+        """PyTorchJobs matching a label selector (the operator finds an earlier try's job so).
+
+        :param namespace: namespace to search.
+        :param label_selector: e.g. ``airflow-gang.io/dag-id=d,airflow-gang.io/task-id=t``.
+        """
+        listed: JsonDict = self._call(
+            ApiRequest("list", PYTORCHJOBS.resource, None, namespace),
+            lambda: self.custom_object_client.list_namespaced_custom_object(
+                PYTORCHJOBS.group,
+                PYTORCHJOBS.version,
+                namespace,
+                PYTORCHJOBS.plural,
+                label_selector=label_selector,
+                _request_timeout=REQUEST_TIMEOUT,
+            ),
+        )
+        return list(listed.get("items") or [])
+
+    def delete_pytorchjob(
+        self, name: str, namespace: str, *, propagation: str = "Foreground", uid: str | None = None
+    ) -> bool:
+        """Delete a PyTorchJob; False if it was already gone.
+
+        :param name: job name.
+        :param namespace: job namespace.
+        :param propagation: ``Foreground`` (default: the job stays, marked for deletion, until its
+            pods and owned PodGroup are gone), ``Background`` or ``Orphan``.
+        :param uid: delete only if the object has this uid; otherwise `GangApiError` 409.
+        """
+        return self._delete(PYTORCHJOBS, name, namespace, propagation, uid)
+
+    # -- PodGroup and Queue --------------------------------------------------------------------
+
+    def create_podgroup(self, body: JsonDict, namespace: str) -> JsonDict:
+        """Create a Volcano PodGroup (same retry and 409 behaviour as `create_pytorchjob`).
+
+        :param body: the ``scheduling.volcano.sh/v1beta1`` PodGroup manifest.
+        :param namespace: where to create it.
+        """
+        return self._create(PODGROUPS, body, namespace)
+
+    def get_podgroup(self, name: str, namespace: str) -> JsonDict | None:
+        """The PodGroup, or None if it does not exist.
+
+        :param name: PodGroup name (the job's name).
+        :param namespace: its namespace.
+        """
+        return self._get(PODGROUPS, name, namespace)
+
+    def set_podgroup_owner(self, name: str, namespace: str, job: JsonDict) -> JsonDict:
+        """Make the PyTorchJob own the PodGroup, so deleting the job garbage-collects it.
+
+        A merge patch replaces ``metadata.ownerReferences`` with the one reference: the PodGroup
+        is the provider's own and has no other owner. ``controller`` is False (the
+        training-operator, not the PodGroup, is the job's controller) and ``blockOwnerDeletion``
+        True, so a Foreground delete of the job waits for the PodGroup.
+
+        :param name: PodGroup name.
+        :param namespace: its namespace.
+        :param job: the PyTorchJob as returned by `create_pytorchjob` (needs ``metadata.uid``).
+        """
+        patch = owner_reference_patch(job)
+        return self._call(
+            ApiRequest("patch", PODGROUPS.resource, name, namespace),
+            lambda: self.custom_object_client.patch_namespaced_custom_object(
+                PODGROUPS.group,
+                PODGROUPS.version,
+                namespace,
+                PODGROUPS.plural,
+                name,
+                patch,
+                _content_type="application/merge-patch+json",
+                _request_timeout=REQUEST_TIMEOUT,
+            ),
+        )
+
+    def delete_podgroup(self, name: str, namespace: str, *, uid: str | None = None) -> bool:
+        """Delete a PodGroup (Foreground); False if it was already gone.
+
+        :param name: PodGroup name.
+        :param namespace: its namespace.
+        :param uid: delete only if the object has this uid; otherwise `GangApiError` 409.
+        """
+        return self._delete(PODGROUPS, name, namespace, "Foreground", uid)
+
+    def get_queue(self, name: str) -> JsonDict | None:
+        """The cluster-scoped Volcano Queue, or None if it does not exist.
+
+        :param name: queue name.
+        """
+        return self._call_or_none(
+            ApiRequest("get", QUEUES.resource, name, None),
+            lambda: self.custom_object_client.get_cluster_custom_object(
+                QUEUES.group, QUEUES.version, QUEUES.plural, name, _request_timeout=REQUEST_TIMEOUT
+            ),
+        )
+
+    # -- cluster checks ------------------------------------------------------------------------
+
+    def check_api(self, *, require_volcano: bool = False) -> None:
+        """Fail early, with the fix, when the cluster does not serve the kinds the job needs.
+
+        :param require_volcano: also require Volcano's ``podgroups`` and ``queues`` (gang modes
+            ``provider`` and ``training-operator``).
+        :raises GangCRDNotInstalled: naming the missing API and how to install it.
+        """
+        requirements = [PYTORCHJOB_API, VOLCANO_API] if require_volcano else [PYTORCHJOB_API]
+        for requirement in requirements:
+            # Discovery of the group/version: 404 when no CRD of the group is installed, a list
+            # without our plural when only some are.
+            resources = self._call_or_none(
+                ApiRequest("get", f"/apis/{requirement.group_version}"),
+                partial(self._api_resources, requirement.group, requirement.version),
+            )
+            missing = evaluate_discovery(requirement, resources)
+            if missing is not None:
+                raise missing
+
+    def _api_resources(self, group: str, version: str) -> JsonDict:
+        listed: JsonDict = read_json(
+            self.custom_object_client.get_api_resources(
+                group, version, _preload_content=False, _request_timeout=REQUEST_TIMEOUT
+            )
+        )
+        return listed
+
+    def wait_deleted(self, kind: DeletableKind, name: str, namespace: str, timeout: float) -> bool:
+        """Poll until the object is gone (Foreground deletes take a while); False on timeout.
+
+        :param kind: ``pytorchjob`` or ``podgroup``.
+        :param name: object name.
+        :param namespace: its namespace.
+        :param timeout: seconds to wait at most.
+        """
+        info = KINDS_BY_NAME[kind]
+        deadline = time.monotonic() + timeout
+        interval = 0.1
+        while True:
+            if self._get(info, name, namespace) is None:
+                return True
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            time.sleep(min(interval, remaining))
+            interval = min(interval * 2, 1.0)
+
+    # -- handing over to the triggerer ---------------------------------------------------------
+
+    def async_hook_kwargs(self) -> JsonDict:
+        """JSON-safe kwargs for `AsyncGangJobHook` on the triggerer, resolved here on the worker.
+
+        The connection's extras travel along, so the triggerer needs no connection lookup; a
+        kubeconfig *path* becomes its content (``config_dict``), since the triggerer may run on
+        another machine. Certificates referenced by relative file paths in that kubeconfig do
+        not travel: use ``*-data`` fields in such kubeconfigs.
+        """
+        extras: JsonDict = dict(self.conn_extras)
+        config_dict = self.config_dict
+        path = (
+            self.config_file
+            or extras.get("kube_config_path")
+            or extras.get("extra__kubernetes__kube_config_path")
+        )
+        if path:
+            config_dict = yaml.safe_load(Path(path).expanduser().read_text(encoding="utf-8"))
+            for key in ("kube_config_path", "extra__kubernetes__kube_config_path"):
+                extras.pop(key, None)
+        return {
+            "conn_id": self.conn_id,
+            "connection_extras": extras,
+            "config_dict": config_dict,
+            "in_cluster": self.in_cluster,
+            "cluster_context": self.cluster_context,
+        }

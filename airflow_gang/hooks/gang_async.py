@@ -1,0 +1,320 @@
+"""`AsyncGangJobHook`: the provider's Kubernetes API calls on ``kubernetes_asyncio``, for triggers.
+
+The cncf `AsyncKubernetesHook` it extends brings the connection handling (including building
+from ``connection_extras`` without a connection lookup, as `KubernetesPodTrigger` does) but
+no custom-object calls, so those are made here with ``kubernetes_asyncio``'s
+`CustomObjectsApi`. Same contract as `GangJobHook`: wire dicts, retries, 404 as None/False,
+`GangApiError` for everything else.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from typing import Any, TypeVar, cast
+
+import aiohttp
+from airflow.providers.cncf.kubernetes.hooks.kubernetes import AsyncKubernetesHook
+from kubernetes_asyncio.client import (
+    ApiClient,
+    CoreV1Api,
+    CustomObjectsApi,
+    V1DeleteOptions,
+    V1Preconditions,
+)
+from kubernetes_asyncio.client.exceptions import ApiException
+from kubernetes_asyncio.client.rest import RESTResponse
+
+from airflow_gang.exceptions import GangApiError
+from airflow_gang.hooks.errors import ApiRequest, status_error, unreachable_error
+from airflow_gang.hooks.kinds import (
+    EVENTS,
+    JOB_NAME_LABEL,
+    KINDS_BY_NAME,
+    POD_LOG_RESOURCE,
+    PODGROUPS,
+    PODS,
+    PYTORCHJOBS,
+    QUEUES,
+    Kind,
+    WatchKind,
+)
+from airflow_gang.hooks.retrying import CONNECTION_ERRORS, REQUEST_TIMEOUT, RetryPolicy, acall_with_retries
+
+T = TypeVar("T")
+JsonDict = dict[str, Any]
+# The server ends a watch after timeoutSeconds; the client gives it this long on top before
+# it calls the connection dead.
+WATCH_TIMEOUT_SLACK = 10.0
+
+
+async def _read_body(response: aiohttp.ClientResponse) -> bytes:
+    """The body of a response requested with ``_preload_content=False``.
+
+    kubernetes_asyncio only checks the status of preloaded responses, so a non-2xx answer is
+    turned into its `ApiException` here, as a preloaded call would raise it.
+    """
+    try:
+        data = await response.read()
+    finally:
+        response.release()
+    if not 200 <= response.status <= 299:
+        # The stubs say ClientResponse, but ApiException reads .data: RESTResponse is what the
+        # client itself passes.
+        raise ApiException(http_resp=RESTResponse(response, data))  # type: ignore[arg-type]
+    return data
+
+
+def _list_call(api: ApiClient, kind: Kind, namespace: str, **params: Any) -> Awaitable[Any]:
+    """Start a raw (unparsed) list or watch request of ``kind`` in ``namespace``."""
+    if kind.group:
+        return CustomObjectsApi(api).list_namespaced_custom_object(
+            kind.group, kind.version, namespace, kind.plural, _preload_content=False, **params
+        )
+    core = CoreV1Api(api)
+    lister = core.list_namespaced_pod if kind is PODS else core.list_namespaced_event
+    return lister(namespace, _preload_content=False, **params)
+
+
+class AsyncGangJobHook(AsyncKubernetesHook):
+    """Asynchronous API calls for gang-scheduled PyTorchJobs (used by `GangJobTrigger`).
+
+    Constructor as `AsyncKubernetesHook`: ``conn_id``, ``connection_extras`` (given, no
+    connection is looked up: pass `GangJobHook.async_hook_kwargs()` from the worker),
+    ``config_dict``, ``config_file``, ``in_cluster``, ``cluster_context``.
+    """
+
+    retry_policy: RetryPolicy = RetryPolicy()
+
+    async def _get_field(self, field_name: str) -> Any:
+        # AsyncKubernetesHook reads kube_config_path from the connection only and ignores
+        # config_file; honour the explicit argument first, as the sync KubernetesHook does.
+        if field_name == "kube_config_path" and self.config_file:
+            return self.config_file
+        return await super()._get_field(field_name)  # type: ignore[no-untyped-call]
+
+    async def _call(self, request: ApiRequest, call: Callable[[ApiClient], Awaitable[T]]) -> T:
+        async with self.get_conn() as api:
+            return await acall_with_retries(lambda: call(api), request, self.retry_policy, self.log)
+
+    async def _call_or_none(self, request: ApiRequest, call: Callable[[ApiClient], Awaitable[T]]) -> T | None:
+        try:
+            return await self._call(request, call)
+        except GangApiError as error:
+            if error.status == 404:
+                return None
+            raise
+
+    async def _get(self, kind: Kind, name: str, namespace: str) -> JsonDict | None:
+        return await self._call_or_none(
+            ApiRequest("get", kind.resource, name, namespace),
+            lambda api: CustomObjectsApi(api).get_namespaced_custom_object(
+                kind.group, kind.version, namespace, kind.plural, name, _request_timeout=REQUEST_TIMEOUT
+            ),
+        )
+
+    async def _delete(self, kind: Kind, name: str, namespace: str, propagation: str, uid: str | None) -> bool:
+        options = V1DeleteOptions(
+            propagation_policy=propagation, preconditions=V1Preconditions(uid=uid) if uid else None
+        )
+        deleted = await self._call_or_none(
+            ApiRequest("delete", kind.resource, name, namespace),
+            lambda api: CustomObjectsApi(api).delete_namespaced_custom_object(
+                kind.group,
+                kind.version,
+                namespace,
+                kind.plural,
+                name,
+                body=options,
+                _request_timeout=REQUEST_TIMEOUT,
+            ),
+        )
+        if deleted is not None:
+            self.log.info("deleting %s %s/%s propagation=%s", kind.kind, namespace, name, propagation)
+        return deleted is not None
+
+    async def _list(self, kind: Kind, namespace: str, **params: Any) -> JsonDict:
+        async def listed(api: ApiClient) -> JsonDict:
+            response = await _list_call(api, kind, namespace, _request_timeout=REQUEST_TIMEOUT, **params)
+            parsed: JsonDict = json.loads(await _read_body(response))
+            return parsed
+
+        return await self._call(ApiRequest("list", kind.resource, None, namespace), listed)
+
+    async def get_pytorchjob(self, name: str, namespace: str) -> JsonDict | None:
+        """The PyTorchJob, or None if it does not exist.
+
+        :param name: job name.
+        :param namespace: job namespace.
+        """
+        return await self._get(PYTORCHJOBS, name, namespace)
+
+    async def get_podgroup(self, name: str, namespace: str) -> JsonDict | None:
+        """The PodGroup, or None if it does not exist.
+
+        :param name: PodGroup name.
+        :param namespace: its namespace.
+        """
+        return await self._get(PODGROUPS, name, namespace)
+
+    async def get_queue(self, name: str) -> JsonDict | None:
+        """The cluster-scoped Volcano Queue, or None if it does not exist.
+
+        :param name: queue name.
+        """
+        return await self._call_or_none(
+            ApiRequest("get", QUEUES.resource, name, None),
+            lambda api: CustomObjectsApi(api).get_cluster_custom_object(
+                QUEUES.group, QUEUES.version, QUEUES.plural, name, _request_timeout=REQUEST_TIMEOUT
+            ),
+        )
+
+    async def list_job_pods(self, name: str, namespace: str) -> list[JsonDict]:
+        """The job's replica pods (label ``training.kubeflow.org/job-name=<name>``), as wire dicts.
+
+        :param name: job name.
+        :param namespace: job namespace.
+        """
+        listed = await self._list(PODS, namespace, label_selector=f"{JOB_NAME_LABEL}={name}")
+        return list(listed.get("items") or [])
+
+    async def list_events(self, namespace: str, involved_name: str) -> list[JsonDict]:
+        """Core events about one object, in the server's order.
+
+        :param namespace: namespace of the object.
+        :param involved_name: the object's name (field selector ``involvedObject.name``).
+        """
+        listed = await self._list(EVENTS, namespace, field_selector=f"involvedObject.name={involved_name}")
+        return list(listed.get("items") or [])
+
+    async def delete_pytorchjob(
+        self, name: str, namespace: str, *, propagation: str = "Foreground", uid: str | None = None
+    ) -> bool:
+        """Delete a PyTorchJob; False if it was already gone.
+
+        :param name: job name.
+        :param namespace: job namespace.
+        :param propagation: ``Foreground`` (default), ``Background`` or ``Orphan``.
+        :param uid: delete only if the object has this uid; otherwise `GangApiError` 409.
+        """
+        return await self._delete(PYTORCHJOBS, name, namespace, propagation, uid)
+
+    async def delete_podgroup(self, name: str, namespace: str, *, uid: str | None = None) -> bool:
+        """Delete a PodGroup (Foreground); False if it was already gone.
+
+        :param name: PodGroup name.
+        :param namespace: its namespace.
+        :param uid: delete only if the object has this uid; otherwise `GangApiError` 409.
+        """
+        return await self._delete(PODGROUPS, name, namespace, "Foreground", uid)
+
+    async def read_pod_log(
+        self, pod: str, namespace: str, *, container: str = "pytorch", tail_lines: int | None = None
+    ) -> str:
+        """A container's log so far, as text.
+
+        :param pod: pod name.
+        :param namespace: pod namespace.
+        :param container: container name.
+        :param tail_lines: only the last N lines.
+        """
+
+        async def read(api: ApiClient) -> str:
+            response = await CoreV1Api(api).read_namespaced_pod_log(
+                pod,
+                namespace,
+                container=container,
+                tail_lines=tail_lines,  # type: ignore[arg-type]  # None leaves the parameter out
+                _preload_content=False,
+                _request_timeout=REQUEST_TIMEOUT,
+            )
+            # With _preload_content=False the "str" the stubs promise is the raw aiohttp response.
+            return (await _read_body(cast(aiohttp.ClientResponse, response))).decode(
+                "utf-8", errors="replace"
+            )
+
+        return await self._call(ApiRequest("get", POD_LOG_RESOURCE, pod, namespace), read)
+
+    async def list_with_version(
+        self,
+        kind: WatchKind,
+        namespace: str,
+        *,
+        field_selector: str | None = None,
+        label_selector: str | None = None,
+    ) -> tuple[list[JsonDict], str]:
+        """Items and the list's resourceVersion: the starting point of a following `watch`.
+
+        :param kind: ``pytorchjob``, ``podgroup`` or ``pod``.
+        :param namespace: namespace to list.
+        :param field_selector: e.g. ``metadata.name=train-1``.
+        :param label_selector: e.g. ``training.kubeflow.org/job-name=train-1``.
+        """
+        listed = await self._list(
+            KINDS_BY_NAME[kind], namespace, field_selector=field_selector, label_selector=label_selector
+        )
+        version = str((listed.get("metadata") or {}).get("resourceVersion") or "")
+        return list(listed.get("items") or []), version
+
+    async def watch(
+        self,
+        kind: WatchKind,
+        namespace: str,
+        *,
+        resource_version: str | None,
+        field_selector: str | None = None,
+        label_selector: str | None = None,
+        timeout_seconds: int = 60,
+    ) -> AsyncGenerator[JsonDict, None]:
+        """Raw watch events ``{"type", "object"}`` after ``resource_version``, BOOKMARKs included.
+
+        Ends when the server closes the watch (after ``timeout_seconds``). Opening is retried;
+        an ERROR event raises `GangApiError` with its status, 410 when the version is too old
+        (list again with `list_with_version`); a broken stream raises `GangApiError` with
+        ``status=None``. Close it early with ``contextlib.aclosing``.
+
+        :param kind: ``pytorchjob``, ``podgroup`` or ``pod``.
+        :param namespace: namespace to watch.
+        :param resource_version: start after this version (from a list or the last event).
+        :param field_selector: e.g. ``metadata.name=train-1``.
+        :param label_selector: e.g. ``training.kubeflow.org/job-name=train-1``.
+        :param timeout_seconds: server-side duration of this watch.
+        """
+        info = KINDS_BY_NAME[kind]
+        request = ApiRequest("watch", info.resource, None, namespace)
+
+        async def open_stream(api: ApiClient) -> aiohttp.ClientResponse:
+            response: aiohttp.ClientResponse = await _list_call(
+                api,
+                info,
+                namespace,
+                watch=True,
+                # Bookmarks keep the caller's resourceVersion fresh on quiet streams, so the
+                # next watch rarely starts from a compacted version.
+                allow_watch_bookmarks=True,
+                resource_version=resource_version,
+                field_selector=field_selector,
+                label_selector=label_selector,
+                timeout_seconds=timeout_seconds,
+                _request_timeout=timeout_seconds + WATCH_TIMEOUT_SLACK,
+            )
+            if not 200 <= response.status <= 299:
+                await _read_body(response)  # raises the ApiException (e.g. an HTTP 410)
+            return response
+
+        async with self.get_conn() as api:
+            response = await acall_with_retries(
+                lambda: open_stream(api), request, self.retry_policy, self.log
+            )
+            try:
+                async for line in response.content:
+                    if not line.strip():
+                        continue
+                    event = json.loads(line)
+                    if event.get("type") == "ERROR":
+                        raise status_error(event.get("object") or {}, request)
+                    yield {"type": event.get("type"), "object": event.get("object")}
+            except CONNECTION_ERRORS as error:
+                raise unreachable_error(error, request, 1) from error
+            finally:
+                response.release()

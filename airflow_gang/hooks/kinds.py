@@ -1,0 +1,100 @@
+"""The Kubernetes resources the hooks touch, and the RBAC they therefore need.
+
+One row per kind keeps the group/version/plural spelled once; error messages name resources
+the way RBAC and kubectl do (``pytorchjobs.kubeflow.org``), so a 403 reads like a Role rule.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+WatchKind = Literal["pytorchjob", "podgroup", "pod"]
+DeletableKind = Literal["pytorchjob", "podgroup"]
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One served resource: API group ("" for core), version, plural, scope."""
+
+    group: str
+    version: str
+    plural: str
+    kind: str
+    namespaced: bool = True
+
+    @property
+    def resource(self) -> str:
+        """The RBAC/kubectl spelling: ``plural.group``, or just ``plural`` for core kinds."""
+        return f"{self.plural}.{self.group}" if self.group else self.plural
+
+    @property
+    def group_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+
+PYTORCHJOBS = Kind("kubeflow.org", "v1", "pytorchjobs", "PyTorchJob")
+PODGROUPS = Kind("scheduling.volcano.sh", "v1beta1", "podgroups", "PodGroup")
+QUEUES = Kind("scheduling.volcano.sh", "v1beta1", "queues", "Queue", namespaced=False)
+PODS = Kind("", "v1", "pods", "Pod")
+EVENTS = Kind("", "v1", "events", "Event")
+# Not a kind but an RBAC resource of its own: reading logs needs `get` on `pods/log`.
+POD_LOG_RESOURCE = "pods/log"
+
+KINDS_BY_NAME: dict[str, Kind] = {"pytorchjob": PYTORCHJOBS, "podgroup": PODGROUPS, "pod": PODS}
+
+# Every (api group, resource, verb) the hooks use, for deploy/rbac.yaml and its test.
+# Discovery (GET /apis/<group>/<version>) is a non-resource URL every authenticated user may
+# read through the default `system:discovery` ClusterRole, so it needs no rule here.
+REQUIRED_PERMISSIONS: tuple[tuple[str, str, str], ...] = (
+    ("kubeflow.org", "pytorchjobs", "create"),
+    ("kubeflow.org", "pytorchjobs", "get"),
+    ("kubeflow.org", "pytorchjobs", "list"),
+    ("kubeflow.org", "pytorchjobs", "watch"),
+    ("kubeflow.org", "pytorchjobs", "delete"),
+    # Setting blockOwnerDeletion=true on the PodGroup's ownerReference to the job needs `update`
+    # on the owner's finalizers where the OwnerReferencesPermissionEnforcement admission plugin
+    # runs (OpenShift enables it by default).
+    ("kubeflow.org", "pytorchjobs/finalizers", "update"),
+    ("scheduling.volcano.sh", "podgroups", "create"),
+    ("scheduling.volcano.sh", "podgroups", "get"),
+    ("scheduling.volcano.sh", "podgroups", "list"),
+    ("scheduling.volcano.sh", "podgroups", "watch"),
+    ("scheduling.volcano.sh", "podgroups", "patch"),
+    ("scheduling.volcano.sh", "podgroups", "delete"),
+    # Queues are cluster-scoped: this one rule needs a ClusterRole.
+    ("scheduling.volcano.sh", "queues", "get"),
+    ("", "pods", "list"),
+    ("", "pods", "watch"),
+    ("", "pods/log", "get"),
+    ("", "events", "list"),
+)
+
+# Set by the training-operator on every replica pod (and service) of a job.
+JOB_NAME_LABEL = "training.kubeflow.org/job-name"
+
+
+def delete_options(propagation: str, uid: str | None) -> dict[str, Any]:
+    """The ``DeleteOptions`` body: propagation policy and, with ``uid``, a uid precondition."""
+    options: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": propagation}
+    if uid is not None:
+        # The precondition turns "delete whatever now has this name" into "delete the object we
+        # created": a same-named object from another try is answered 409, never deleted.
+        options["preconditions"] = {"uid": uid}
+    return options
+
+
+def owner_reference_patch(job: dict[str, Any]) -> dict[str, Any]:
+    """The merge patch that makes ``job`` the non-controller, deletion-blocking owner."""
+    metadata = job.get("metadata") or {}
+    if not metadata.get("uid") or not metadata.get("name"):
+        raise ValueError("the job must be the stored object (with metadata.name and metadata.uid)")
+    reference = {
+        "apiVersion": job.get("apiVersion", PYTORCHJOBS.group_version),
+        "kind": job.get("kind", PYTORCHJOBS.kind),
+        "name": metadata["name"],
+        "uid": metadata["uid"],
+        "controller": False,
+        "blockOwnerDeletion": True,
+    }
+    return {"metadata": {"ownerReferences": [reference]}}

@@ -1,0 +1,223 @@
+"""Submit, adopt, diagnose and clean up one gang job through `GangJobHook` (used by the operator).
+
+Kept apart from the operator class so each step reads on its own: the operator orchestrates,
+these functions do one cluster conversation each and never leave a half-made job behind.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import time
+from typing import Any
+
+from airflow_gang.exceptions import GangApiError, GangSpecError, PyTorchJobFailed
+from airflow_gang.gang_state import failing_replica, gang_status, last_true_condition
+from airflow_gang.hooks.gang import GangJobHook
+from airflow_gang.naming import MANAGED_BY_LABEL, MANAGED_BY_VALUE, identity_selector
+
+JsonDict = dict[str, Any]
+log = logging.getLogger(__name__)
+
+
+def is_ours(obj: JsonDict, identity: dict[str, str]) -> bool:
+    """Whether an existing object carries this task instance's identity labels (any try)."""
+    labels = obj.get("metadata", {}).get("labels") or {}
+    keys = [key for key in identity if not key.endswith("/try-number")]
+    return labels.get(MANAGED_BY_LABEL) == MANAGED_BY_VALUE and all(
+        labels.get(k) == identity[k] for k in keys
+    )
+
+
+def check_queue(hook: GangJobHook, queue: str) -> None:
+    """Fail before submitting when the Volcano queue is missing or not Open."""
+    found = hook.get_queue(queue)
+    if found is None:
+        raise GangSpecError(
+            f"queue={queue!r} does not exist in the cluster: create the Volcano queue or pass an "
+            "existing one (kubectl get queues.scheduling.volcano.sh)",
+            field="queue",
+        )
+    state = (found.get("status") or {}).get("state") or "Open"
+    if state != "Open":
+        raise GangSpecError(
+            f"queue={queue!r} is {state}: Volcano admits nothing into a queue that is not Open; reopen it or "
+            "pass another queue",
+            field="queue",
+        )
+
+
+def find_live_job(hook: GangJobHook, namespace: str, identity: dict[str, str]) -> JsonDict | None:
+    """A not-yet-finished job of this task instance from an earlier try, found by its labels."""
+    jobs = [
+        job
+        for job in hook.find_pytorchjobs(namespace, identity_selector(identity))
+        if gang_status(job, None, [], "disabled").finished is False
+        and not job["metadata"].get("deletionTimestamp")
+    ]
+    if len(jobs) > 1:
+        names = ", ".join(sorted(job["metadata"]["name"] for job in jobs))
+        raise GangApiError(
+            f"found {len(jobs)} live PyTorchJobs of this task instance ({names}); delete the stale ones",
+            namespace=namespace,
+        )
+    return jobs[0] if jobs else None
+
+
+def submit(
+    hook: GangJobHook, job: JsonDict, podgroup: JsonDict | None, namespace: str, identity: dict[str, str]
+) -> tuple[JsonDict, bool]:
+    """Create PodGroup then PyTorchJob, then make the job own the PodGroup.
+
+    Returns the job and whether it already existed (adopted after a 409). Anything created here
+    is deleted again if a later step fails, so a failed submission leaves nothing behind.
+    """
+    name = job["metadata"]["name"]
+    created_podgroup = False
+    try:
+        if podgroup is not None:
+            created_podgroup = _create_or_adopt(hook, "podgroup", podgroup, namespace, identity)
+        try:
+            created = hook.create_pytorchjob(job, namespace)
+            adopted = False
+        except GangApiError as error:
+            if error.status != 409:
+                raise
+            existing = hook.get_pytorchjob(name, namespace)
+            if existing is None or not is_ours(existing, identity):
+                raise GangApiError(
+                    f"PyTorchJob {namespace}/{name} already exists and was not submitted by this task; "
+                    "pass another job_name or delete it",
+                    status=409,
+                    verb="create",
+                    resource="pytorchjobs.kubeflow.org",
+                    name=name,
+                    namespace=namespace,
+                ) from error
+            created, adopted = existing, True
+        if podgroup is not None:
+            hook.set_podgroup_owner(name, namespace, created)
+        return created, adopted
+    except BaseException:
+        if created_podgroup:
+            hook.delete_podgroup(name, namespace)
+        raise
+
+
+def _create_or_adopt(
+    hook: GangJobHook, kind: str, body: JsonDict, namespace: str, identity: dict[str, str]
+) -> bool:
+    name = body["metadata"]["name"]
+    try:
+        hook.create_podgroup(body, namespace)
+        return True
+    except GangApiError as error:
+        if error.status != 409:
+            raise
+        existing = hook.get_podgroup(name, namespace)
+        if existing is None or not is_ours(existing, identity):
+            raise GangApiError(
+                f"PodGroup {namespace}/{name} already exists and was not created by this task; pass another "
+                "job_name or delete it",
+                status=409,
+                verb="create",
+                resource="podgroups.scheduling.volcano.sh",
+                name=name,
+                namespace=namespace,
+            ) from error
+        return False
+
+
+def delete_and_confirm(
+    hook: GangJobHook, name: str, namespace: str, uid: str | None, timeout: float = 60.0
+) -> None:
+    """Delete the job (foreground) and its PodGroup, and wait until they and their pods are gone."""
+    hook.delete_pytorchjob(name, namespace, propagation="Foreground", uid=uid)
+    hook.delete_podgroup(name, namespace)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if (
+            hook.get_pytorchjob(name, namespace) is None
+            and hook.get_podgroup(name, namespace) is None
+            and not hook.list_job_pods(name, namespace)
+        ):
+            return
+        time.sleep(0.2)
+    log.warning("PyTorchJob %s/%s was not fully deleted after %.0fs", namespace, name, timeout)
+
+
+def log_tail(hook: GangJobHook, pod: str, namespace: str, lines: int) -> str:
+    try:
+        return hook.read_pod_log(pod, namespace, tail_lines=lines)
+    except GangApiError as error:
+        return f"(log unavailable: {error})"
+
+
+def failure_error(hook: GangJobHook, name: str, namespace: str, lines: int) -> PyTorchJobFailed:
+    """`PyTorchJobFailed` naming the failing replica, its exit code and reason, and its log tail."""
+    job = hook.get_pytorchjob(name, namespace) or {}
+    condition = last_true_condition(job) or {}
+    pods = hook.list_job_pods(name, namespace)
+    failure = failing_replica(pods)
+    headline = str(condition.get("message") or f"PyTorchJob {name} failed")
+    if failure is None:
+        return PyTorchJobFailed(
+            f"{headline} (no failed replica found; its pods may have been cleaned up)",
+            name=name,
+            namespace=namespace,
+            reason=condition.get("reason"),
+        )
+    tail = log_tail(hook, failure.pod, namespace, lines)
+    message = (
+        f"{headline} Replica {failure.replica} (pod {failure.pod}) exited with code {failure.exit_code}"
+        f" ({failure.reason or 'unknown reason'})."
+    )
+    if tail.strip():
+        message += f" Last {lines} log lines:\n{tail.rstrip()}"
+    return PyTorchJobFailed(
+        message,
+        name=name,
+        namespace=namespace,
+        replica=failure.replica,
+        exit_code=failure.exit_code,
+        reason=failure.reason,
+        log_tail=tail,
+    )
+
+
+def _parse_time(value: str | None) -> dt.datetime | None:
+    if not value:
+        return None
+    return dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def result(job: JsonDict, state: str, admitted_at: str | None, finished_at: str | None) -> JsonDict:
+    """The task's return value: small, JSON-serialisable, the same shape on every path."""
+    metadata = job.get("metadata") or {}
+    status = job.get("status") or {}
+    submitted = _parse_time(metadata.get("creationTimestamp"))
+    admitted = _parse_time(admitted_at)
+    finished = _parse_time(status.get("completionTime")) or _parse_time(finished_at)
+    if finished and admitted and finished < admitted:
+        finished = admitted  # completionTime has 1 s resolution; never report a negative run
+    replicas = {
+        replica_type: int((spec or {}).get("replicas", 1))
+        for replica_type, spec in ((job.get("spec") or {}).get("pytorchReplicaSpecs") or {}).items()
+    }
+    policy = ((job.get("spec") or {}).get("runPolicy") or {}).get("schedulingPolicy") or {}
+    return {
+        "name": metadata.get("name"),
+        "namespace": metadata.get("namespace"),
+        "uid": metadata.get("uid"),
+        "queue": policy.get("queue"),
+        "podgroup": metadata.get("name") if policy else None,
+        "state": state,
+        "submitted_at": submitted.isoformat() if submitted else None,
+        "admitted_at": admitted.isoformat() if admitted else None,
+        "finished_at": finished.isoformat() if finished else None,
+        "queued_seconds": round((admitted - submitted).total_seconds(), 3)
+        if admitted and submitted
+        else None,
+        "run_seconds": round((finished - admitted).total_seconds(), 3) if finished and admitted else None,
+        "replicas": replicas,
+    }

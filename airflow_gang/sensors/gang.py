@@ -1,0 +1,147 @@
+"""Sensors for jobs submitted with ``wait_for_completion=False``: admission, then completion.
+
+Both poke once (one cheap read of job, PodGroup and pods) and, when ``deferrable``, hand the rest
+of the wait to `GangJobTrigger`. They use the same decision as the operator
+(`airflow_gang.gang_state.gang_status`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from airflow.configuration import conf
+from airflow.sdk import BaseSensorOperator
+
+from airflow_gang.exceptions import GangError, GangJobLost
+from airflow_gang.gang_state import GangPhase, GangStatus, gang_status
+from airflow_gang.hooks.gang import GangJobHook
+from airflow_gang.operators import lifecycle
+from airflow_gang.triggers.gang import GangJobTrigger
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+
+class _GangJobSensor(BaseSensorOperator):
+    template_fields: Sequence[str] = ("job_name", "namespace", "kubernetes_conn_id")
+    wait_for: ClassVar[str] = "completion"
+
+    def __init__(
+        self,
+        *,
+        job_name: str,
+        namespace: str | None = None,
+        kubernetes_conn_id: str = "kubernetes_default",
+        gang_scheduling: str = "provider",
+        log_tail_lines: int = 100,
+        deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.job_name = job_name
+        self.namespace = namespace
+        self.kubernetes_conn_id = kubernetes_conn_id
+        self.gang_scheduling = gang_scheduling
+        self.log_tail_lines = log_tail_lines
+        self.deferrable = deferrable
+
+    @cached_property
+    def hook(self) -> GangJobHook:
+        return GangJobHook(conn_id=self.kubernetes_conn_id)
+
+    def _namespace(self) -> str:
+        return self.namespace or self.hook.get_namespace() or "default"
+
+    def _status(self) -> tuple[GangStatus, dict[str, Any] | None]:
+        namespace = self._namespace()
+        job = self.hook.get_pytorchjob(self.job_name, namespace)
+        podgroup = (
+            self.hook.get_podgroup(self.job_name, namespace) if self.gang_scheduling != "disabled" else None
+        )
+        pods = self.hook.list_job_pods(self.job_name, namespace) if job is not None else []
+        status = gang_status(job, podgroup, pods, self.gang_scheduling)
+        self.log.info("gang job %s/%s: %s", namespace, self.job_name, status.describe())
+        return status, job
+
+    def _done(self, status: GangStatus) -> bool:
+        raise NotImplementedError
+
+    def poke(self, context: Context) -> bool:
+        status, _ = self._status()
+        if status.phase is GangPhase.LOST:
+            raise GangJobLost(
+                f"PyTorchJob {self._namespace()}/{self.job_name} does not exist",
+                name=self.job_name,
+                namespace=self._namespace(),
+            )
+        return self._done(status)
+
+    def execute(self, context: Context) -> Any:
+        if not self.deferrable:
+            return super().execute(context)
+        if self.poke(context):
+            return None
+        _, job = self._status()
+        deadline = None
+        if self.timeout:
+            deadline = (dt.datetime.now(dt.UTC) + dt.timedelta(seconds=float(self.timeout))).isoformat()
+        trigger = GangJobTrigger(
+            name=self.job_name,
+            namespace=self._namespace(),
+            uid=(job or {}).get("metadata", {}).get("uid", ""),
+            wait_for=self.wait_for,  # type: ignore[arg-type]
+            gang_scheduling=self.gang_scheduling,
+            execution_deadline=deadline,
+            admitted_at=None if self.wait_for == "admission" else "unknown",
+            poll_interval=float(self.poke_interval),
+            kubernetes_conn_id=self.kubernetes_conn_id,
+            hook_kwargs=self.hook.async_hook_kwargs(),
+            delete_on_kill=False,
+        )
+        self.defer(trigger=trigger, method_name="execute_complete")
+
+    def execute_complete(self, context: Context, event: dict[str, Any]) -> None:
+        status = event["status"]
+        if status == "lost":
+            raise GangJobLost(str(event.get("message")), name=self.job_name, namespace=event.get("namespace"))
+        if status == "failed":
+            raise lifecycle.failure_error(self.hook, self.job_name, event["namespace"], self.log_tail_lines)
+        if status in ("admitted", "succeeded"):
+            return
+        raise GangError(
+            f"waiting for PyTorchJob {event.get('namespace')}/{self.job_name} failed: {event.get('message')}",
+            name=self.job_name,
+            namespace=event.get("namespace"),
+        )
+
+
+class GangAdmissionSensor(_GangJobSensor):
+    """Succeeds once the job's gang is admitted by its queue; fails if the job is gone.
+
+    :param job_name: the PyTorchJob (XCom ``job_name`` of `PyTorchJobOperator`).
+    :param namespace: default: the connection's, else ``default``.
+    :param gang_scheduling: how the job was submitted (``disabled`` counts bound replicas).
+    """
+
+    wait_for: ClassVar[str] = "admission"
+
+    def _done(self, status: GangStatus) -> bool:
+        return status.admitted
+
+
+class PyTorchJobSensor(_GangJobSensor):
+    """Succeeds when the PyTorchJob succeeds; raises `PyTorchJobFailed` when it fails.
+
+    :param job_name: the PyTorchJob (XCom ``job_name`` of `PyTorchJobOperator`).
+    :param namespace: default: the connection's, else ``default``.
+    """
+
+    FAILURE_STATES: ClassVar[tuple[GangPhase, ...]] = (GangPhase.FAILED,)
+
+    def _done(self, status: GangStatus) -> bool:
+        if status.phase in self.FAILURE_STATES:
+            raise lifecycle.failure_error(self.hook, self.job_name, self._namespace(), self.log_tail_lines)
+        return status.phase is GangPhase.SUCCEEDED

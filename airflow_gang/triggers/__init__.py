@@ -1,0 +1,1 @@
+"""Airflow triggers of the airflow-gang provider."""

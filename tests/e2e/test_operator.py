@@ -1,0 +1,182 @@
+"""PyTorchJobOperator end to end: DAG files run with ``dag.test()`` against the embedded cluster.
+
+Every scenario runs twice, waiting in the worker (``deferrable=False``) and in the triggerer
+(``deferrable=True``; ``dag.test()`` runs triggers in-process).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e.conftest import task_states
+
+pytestmark = pytest.mark.usefixtures("kube_connection")
+MODES = pytest.mark.parametrize("deferrable", [False, True], ids=["sync", "deferrable"])
+
+SUCCESS_DAG = """
+import datetime as dt, json
+from airflow.sdk import DAG, task
+from airflow_gang.operators.pytorch_job import PyTorchJobOperator
+
+with DAG("__DAG_ID__", schedule=None, start_date=dt.datetime(2026, 1, 1), catchup=False) as dag:
+    train = PyTorchJobOperator(
+        task_id="train", image="ghcr.io/acme/train:1", command=["python", "train.py"], workers=1,
+        resources={"nvidia.com/gpu": 1}, deferrable=__DEFERRABLE__, poll_interval=0.2, admission_timeout=60,
+        pod_template={"metadata": {"annotations": {
+            "sim.airflow-gang.io/duration": "0.5",
+            "sim.airflow-gang.io/log": "epoch 1/1 loss=0.31\\nMASTER-LOG-MARKER accuracy=0.97",
+        }}},
+    )
+
+    @task
+    def record(result, ti=None):
+        with open(__OUT__, "w") as out:
+            json.dump({"result": result, "job_name": ti.xcom_pull(task_ids="train", key="job_name"),
+                       "job_namespace": ti.xcom_pull(task_ids="train", key="job_namespace")}, out)
+
+    record(train.output)
+"""
+
+
+@MODES
+def test_a_job_succeeds_with_its_result_xcoms_and_master_log(
+    write_dag: Callable[..., Any],
+    api: Any,
+    tmp_path: Path,
+    capfd: pytest.CaptureFixture[str],
+    deferrable: bool,
+) -> None:
+    out = tmp_path / "out.json"
+    dag = write_dag(SUCCESS_DAG, deferrable=deferrable, out=str(out))
+    before = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=2)
+    dag_run = dag.test()
+    assert task_states(dag_run) == {"train": "success", "record": "success"}
+    recorded = json.loads(out.read_text())
+    result = recorded["result"]
+    assert set(result) == {
+        "name",
+        "namespace",
+        "uid",
+        "queue",
+        "podgroup",
+        "state",
+        "submitted_at",
+        "admitted_at",
+        "finished_at",
+        "queued_seconds",
+        "run_seconds",
+        "replicas",
+    }
+    assert result["state"] == "succeeded"
+    assert result["namespace"] == "default"
+    assert result["queue"] == "default"
+    assert result["podgroup"] == result["name"]
+    assert result["replicas"] == {"Master": 1, "Worker": 1}
+    submitted, admitted, finished = (
+        dt.datetime.fromisoformat(result[k]) for k in ("submitted_at", "admitted_at", "finished_at")
+    )
+    assert before <= submitted <= admitted <= finished <= dt.datetime.now(dt.UTC)
+    assert 0 <= result["queued_seconds"] < 30
+    assert 0 <= result["run_seconds"] < 30
+    assert recorded["job_name"] == result["name"]
+    assert recorded["job_namespace"] == "default"
+    assert "MASTER-LOG-MARKER accuracy=0.97" in capfd.readouterr().out
+
+
+FAILING_DAG = """
+import datetime as dt
+from airflow.sdk import DAG
+from airflow_gang.operators.pytorch_job import PyTorchJobOperator
+
+def replica(annotations):
+    return {"template": {"metadata": {"annotations": annotations},
+                         "spec": {"containers": [{"name": "pytorch", "image": "ghcr.io/acme/train:1"}]}}}
+
+with DAG("__DAG_ID__", schedule=None, start_date=dt.datetime(2026, 1, 1), catchup=False) as dag:
+    PyTorchJobOperator(
+        task_id="train", restart_policy="Never", deferrable=__DEFERRABLE__, poll_interval=0.2,
+        admission_timeout=60, delete_on_finish="always", resources={"nvidia.com/gpu": 1},
+        job_template={"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "spec": {"pytorchReplicaSpecs": {
+            "Master": replica({"sim.airflow-gang.io/duration": "3"}),
+            "Worker": replica({
+                "sim.airflow-gang.io/duration": "0.3",
+                "sim.airflow-gang.io/exit-code": "3",
+                "sim.airflow-gang.io/log": "loading shard 7\\nValueError: shard 7 is corrupt",
+            }),
+        }}},
+    )
+"""
+
+
+@MODES
+def test_a_failing_replica_fails_the_task_naming_replica_exit_code_and_log(
+    write_dag: Callable[..., Any], api: Any, capfd: pytest.CaptureFixture[str], deferrable: bool
+) -> None:
+    dag = write_dag(FAILING_DAG, deferrable=deferrable)
+    dag_run = dag.test()
+    assert task_states(dag_run) == {"train": "failed"}
+    output = capfd.readouterr().out
+    assert "PyTorchJobFailed" in output
+    assert "Replica Worker 0" in output
+    assert "exited with code 3 (Error)" in output
+    assert "ValueError: shard 7 is corrupt" in output
+
+
+BAD_INPUT_DAG = """
+import datetime as dt
+from airflow.sdk import DAG
+from airflow_gang.operators.pytorch_job import PyTorchJobOperator
+
+with DAG("__DAG_ID__", schedule=None, start_date=dt.datetime(2026, 1, 1), catchup=False) as dag:
+    PyTorchJobOperator(
+        task_id="train", image="ghcr.io/acme/train:1", deferrable=__DEFERRABLE__, **__ARGUMENTS__
+    )
+"""
+
+
+@MODES
+@pytest.mark.parametrize(
+    ("arguments", "fragment"),
+    [
+        ({"workers": -1}, "workers=-1 is invalid"),
+        ({"resources": {"memory": "16GB"}}, "resources['memory']='16GB' is invalid"),
+        ({"resources": {"nvidia.com/gpu": 1.5}}, "whole number >= 1"),
+        ({"env": {"1BAD": "x"}}, "env name '1BAD' is invalid"),
+        ({"min_available": 5}, "min_available=5 is invalid"),
+        ({"gang_scheduling": "volcano"}, "gang_scheduling='volcano' is invalid"),
+        ({"job_template": {"kind": "TFJob"}}, "only PyTorchJob is supported"),
+        ({"job_name": "Bad_Name"}, "job_name='Bad_Name' is invalid"),
+        ({"queue": "missing-queue"}, "queue='missing-queue' does not exist"),
+    ],
+    ids=[
+        "workers",
+        "memory",
+        "gpu",
+        "env",
+        "min-available",
+        "mode",
+        "template-kind",
+        "job-name",
+        "missing-queue",
+    ],
+)
+def test_bad_input_fails_before_anything_is_created(
+    write_dag: Callable[..., Any],
+    api: Any,
+    capfd: pytest.CaptureFixture[str],
+    deferrable: bool,
+    arguments: dict[str, Any],
+    fragment: str,
+) -> None:
+    dag = write_dag(BAD_INPUT_DAG, deferrable=deferrable, arguments=arguments)
+    dag_run = dag.test()
+    assert task_states(dag_run) == {"train": "failed"}
+    output = capfd.readouterr().out
+    assert "GangSpecError" in output
+    assert fragment in output

@@ -1,0 +1,781 @@
+"""GangJobHook and AsyncGangJobHook against a real simulated cluster over HTTPS.
+
+No mocks: the hooks talk to a `SimCluster` through the official clients. Faults the simulator
+cannot produce on demand (503s, dropped connections, RBAC 403s, a cluster without the CRDs)
+come from `FaultProxy`, a small HTTP reverse proxy in front of it that answers or drops chosen
+requests and forwards the rest. The 403 and discovery rules are also tested as the pure
+functions they are.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import http.client
+import json
+import ssl
+import threading
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+import yaml
+from kubernetes import client as k8s
+from kubernetes.client.exceptions import ApiException
+
+from airflow_gang.exceptions import GangApiError, GangCRDNotInstalled, GangPermissionError
+from airflow_gang.hooks import REQUIRED_PERMISSIONS, AsyncGangJobHook, GangJobHook
+from airflow_gang.hooks.errors import (
+    PYTORCHJOB_API,
+    VOLCANO_API,
+    ApiRequest,
+    evaluate_discovery,
+    translate_api_error,
+)
+from airflow_gang.hooks.retrying import RetryPolicy
+from airflow_gang.sim.apiserver.server import start_apiserver
+from airflow_gang.sim.cluster import SimCluster
+from airflow_gang.spec import GangJobSpec
+from tests.waiting import eventually
+
+NS = "default"
+LOG_LINES = ("epoch 1 loss 0.9", "epoch 2 loss 0.5", "epoch 3 loss 0.2")
+FAST = RetryPolicy(attempts=4, initial_delay=0.05, max_delay=0.2)
+
+
+# -- fixtures ----------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[SimCluster]:
+    with SimCluster(nodes=2, gpus_per_node=2, schedule_period=0.2) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def custom(cluster: SimCluster) -> Iterator[k8s.CustomObjectsApi]:
+    """The official client, for arranging and checking what the hooks did."""
+    with cluster.api_client() as api:
+        yield k8s.CustomObjectsApi(api)
+
+
+@pytest.fixture
+def hook(cluster: SimCluster) -> GangJobHook:
+    return GangJobHook(conn_id=None, kubernetes_conn_id=None, config_file=cluster.kubeconfig_path)
+
+
+@pytest.fixture
+def async_hook(cluster: SimCluster) -> AsyncGangJobHook:
+    return AsyncGangJobHook(
+        conn_id=None, kubernetes_conn_id=None, config_file=cluster.kubeconfig_path, connection_extras={}
+    )
+
+
+@pytest.fixture
+def test_id(custom: k8s.CustomObjectsApi) -> Iterator[str]:
+    """A label value for this test's objects; whatever still carries it afterwards is deleted."""
+    value = uuid.uuid4().hex[:8]
+    yield value
+    kinds = [("kubeflow.org", "v1", "pytorchjobs"), ("scheduling.volcano.sh", "v1beta1", "podgroups")]
+
+    def leftovers() -> list[tuple[str, str, str, str]]:
+        return [
+            (group, version, plural, item["metadata"]["name"])
+            for group, version, plural in kinds
+            for item in custom.list_namespaced_custom_object(
+                group, version, NS, plural, label_selector=f"test-id={value}"
+            )["items"]
+        ]
+
+    for group, version, plural, name in leftovers():
+        with contextlib.suppress(ApiException):
+            custom.delete_namespaced_custom_object(
+                group, version, NS, plural, name, propagation_policy="Foreground"
+            )
+    eventually(lambda: not leftovers(), timeout=15, message="(test objects left behind)")
+
+
+def job_spec(duration: float = 0.5, lines: tuple[str, ...] = LOG_LINES) -> GangJobSpec:
+    annotations = {"sim.airflow-gang.io/duration": str(duration), "sim.airflow-gang.io/log": "\n".join(lines)}
+    return GangJobSpec(
+        image="ghcr.io/acme/train:1",
+        command=["python", "train.py"],
+        workers=1,
+        resources={"nvidia.com/gpu": 1},
+        pod_template={"metadata": {"annotations": annotations}},
+    )
+
+
+def submit(hook: GangJobHook, test_id: str, spec: GangJobSpec | None = None) -> tuple[str, dict[str, Any]]:
+    """PodGroup first, then the job, then the ownerReference: as the operator submits."""
+    name = f"hk-{test_id}-{uuid.uuid4().hex[:4]}"
+    spec = spec or job_spec()
+    labels = {"test-id": test_id}
+    podgroup = spec.build_podgroup(name, NS, labels=labels)
+    assert podgroup is not None
+    hook.create_podgroup(podgroup, NS)
+    job = hook.create_pytorchjob(spec.build_pytorchjob(name, NS, labels=labels), NS)
+    hook.set_podgroup_owner(name, NS, job)
+    return name, job
+
+
+def true_conditions(job: dict[str, Any] | None) -> list[str]:
+    conditions = ((job or {}).get("status") or {}).get("conditions") or []
+    return [c["type"] for c in conditions if c.get("status") == "True"]
+
+
+# -- a fault-injecting reverse proxy ------------------------------------------------------------
+
+
+@dataclass
+class Fault:
+    """Answer (``status``/``body``) or ``drop`` the next ``times`` requests matching method and path."""
+
+    method: str
+    path: str
+    status: int = 503
+    body: dict[str, Any] | None = None
+    drop: bool = False
+    forward_first: bool = False
+    times: int = 1
+
+
+class FaultProxy(ThreadingHTTPServer):
+    """Plain-HTTP reverse proxy to the simulator's HTTPS API server, recording every request."""
+
+    daemon_threads = True
+
+    def __init__(self, kubeconfig_path: str) -> None:
+        super().__init__(("127.0.0.1", 0), _ProxyHandler)
+        with open(kubeconfig_path, encoding="utf-8") as handle:
+            config = yaml.safe_load(handle)
+        cluster = config["clusters"][0]["cluster"]
+        self.upstream = urlsplit(cluster["server"])
+        self.ssl_context = ssl.create_default_context(
+            cadata=base64.b64decode(cluster["certificate-authority-data"]).decode()
+        )
+        cluster["server"] = f"http://127.0.0.1:{self.server_address[1]}"
+        del cluster["certificate-authority-data"]
+        self.config = config
+        self.faults: list[Fault] = []
+        self.seen: list[tuple[str, str]] = []
+        self.lock = threading.Lock()
+
+    def take_fault(self, method: str, path: str) -> Fault | None:
+        with self.lock:
+            self.seen.append((method, path))
+            for fault in self.faults:
+                if fault.times > 0 and fault.method == method and urlsplit(path).path == fault.path:
+                    fault.times -= 1
+                    return fault
+        return None
+
+    def forward(
+        self, method: str, path: str, headers: dict[str, str], body: bytes
+    ) -> tuple[int, list[tuple[str, str]], bytes]:
+        upstream = http.client.HTTPSConnection(
+            self.upstream.hostname, self.upstream.port, context=self.ssl_context, timeout=30
+        )
+        try:
+            upstream.request(method, path, body=body or None, headers=headers)
+            response = upstream.getresponse()
+            return response.status, response.getheaders(), response.read()
+        finally:
+            upstream.close()
+
+
+class _ProxyHandler(BaseHTTPRequestHandler):
+    server: FaultProxy
+
+    def log_message(self, format: str, *args: Any) -> None:  # quiet
+        pass
+
+    def _handle(self) -> None:
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection")}
+        fault = self.server.take_fault(self.command, self.path)
+        if fault is not None and fault.forward_first:
+            self.server.forward(self.command, self.path, headers, body)
+        if fault is not None and fault.drop:
+            self.close_connection = True  # no status line at all: the client sees a reset
+            return
+        if fault is not None:
+            status, out_headers, data = fault.status, [("Content-Type", "application/json")], b""
+            data = json.dumps(fault.body or {"kind": "Status", "code": fault.status}).encode()
+        else:
+            status, out_headers, data = self.server.forward(self.command, self.path, headers, body)
+        self.send_response(status)
+        for key, value in out_headers:
+            if key.lower() not in ("transfer-encoding", "connection", "content-length"):
+                self.send_header(key, value)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    do_GET = do_POST = do_PATCH = do_DELETE = do_PUT = _handle
+
+
+@pytest.fixture
+def proxy(cluster: SimCluster) -> Iterator[FaultProxy]:
+    server = FaultProxy(cluster.kubeconfig_path)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture
+def proxied_hook(proxy: FaultProxy) -> GangJobHook:
+    hook = GangJobHook(conn_id=None, kubernetes_conn_id=None, config_dict=proxy.config)
+    hook.retry_policy = FAST
+    return hook
+
+
+@pytest.fixture
+def proxied_async_hook(proxy: FaultProxy) -> AsyncGangJobHook:
+    hook = AsyncGangJobHook(
+        conn_id=None, kubernetes_conn_id=None, config_dict=proxy.config, connection_extras={}
+    )
+    hook.retry_policy = FAST
+    return hook
+
+
+def rbac_forbidden(verb: str, resource: str, namespace: str) -> dict[str, Any]:
+    plural, _, group = resource.partition(".")
+    return {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "status": "Failure",
+        "message": f'{resource} is forbidden: User "system:serviceaccount:airflow:worker" cannot {verb} '
+        f'resource "{plural}" in API group "{group}" in the namespace "{namespace}"',
+        "reason": "Forbidden",
+        "details": {"group": group, "kind": plural},
+        "code": 403,
+    }
+
+
+# -- PyTorchJob and PodGroup lifecycle (sync) ---------------------------------------------------
+
+
+def test_pytorchjob_is_created_found_and_deleted_once(hook: GangJobHook, test_id: str) -> None:
+    name, job = submit(hook, test_id)
+
+    assert job["metadata"]["uid"]
+    assert hook.get_pytorchjob(name, NS)["metadata"]["uid"] == job["metadata"]["uid"]  # type: ignore[index]
+    found = hook.find_pytorchjobs(NS, f"test-id={test_id}")
+    assert [j["metadata"]["name"] for j in found] == [name]
+    assert hook.find_pytorchjobs(NS, "test-id=nobody") == []
+
+    assert hook.delete_pytorchjob(name, NS, uid=job["metadata"]["uid"]) is True
+    assert hook.wait_deleted("pytorchjob", name, NS, timeout=15) is True
+    assert hook.get_pytorchjob(name, NS) is None
+    assert hook.delete_pytorchjob(name, NS) is False
+
+
+def test_delete_with_another_uid_is_refused_with_409(hook: GangJobHook, test_id: str) -> None:
+    name = f"hk-{test_id}"
+    podgroup = job_spec().build_podgroup(name, NS, labels={"test-id": test_id})
+    assert podgroup is not None
+    created = hook.create_podgroup(podgroup, NS)
+
+    with pytest.raises(GangApiError) as refused:
+        hook.delete_podgroup(name, NS, uid="00000000-0000-0000-0000-000000000000")
+    assert refused.value.status == 409
+    assert (refused.value.verb, refused.value.resource) == ("delete", "podgroups.scheduling.volcano.sh")
+    assert hook.get_podgroup(name, NS) is not None
+
+    assert hook.delete_podgroup(name, NS, uid=created["metadata"]["uid"]) is True
+    assert hook.wait_deleted("podgroup", name, NS, timeout=10) is True
+    assert hook.delete_podgroup(name, NS) is False
+
+
+def test_second_create_of_the_same_name_raises_409_for_the_caller_to_adopt(
+    hook: GangJobHook, test_id: str
+) -> None:
+    name, _ = submit(hook, test_id)
+    with pytest.raises(GangApiError) as conflict:
+        hook.create_pytorchjob(job_spec().build_pytorchjob(name, NS, labels={"test-id": test_id}), NS)
+    assert conflict.value.status == 409
+    assert "already exists" in str(conflict.value)
+
+
+def test_deleting_the_job_garbage_collects_the_owned_podgroup(hook: GangJobHook, test_id: str) -> None:
+    name, job = submit(hook, test_id)
+    owners = hook.get_podgroup(name, NS)["metadata"]["ownerReferences"]  # type: ignore[index]
+    assert owners == [
+        {
+            "apiVersion": "kubeflow.org/v1",
+            "kind": "PyTorchJob",
+            "name": name,
+            "uid": job["metadata"]["uid"],
+            "controller": False,
+            "blockOwnerDeletion": True,
+        }
+    ]
+
+    assert hook.delete_pytorchjob(name, NS, propagation="Foreground") is True
+    assert hook.wait_deleted("podgroup", name, NS, timeout=15) is True
+    assert hook.wait_deleted("pytorchjob", name, NS, timeout=15) is True
+
+
+def test_get_queue_reads_the_cluster_scoped_queue(hook: GangJobHook) -> None:
+    queue = hook.get_queue("default")
+    assert queue is not None
+    assert queue["status"]["state"] == "Open"
+    assert hook.get_queue("no-such-queue") is None
+
+
+def test_webhook_denial_is_an_api_error_not_a_permission_error(hook: GangJobHook, test_id: str) -> None:
+    job = job_spec().build_pytorchjob(f"hk-{test_id}", NS, labels={"test-id": test_id})
+    job["spec"]["pytorchReplicaSpecs"]["Master"]["replicas"] = 2
+
+    with pytest.raises(GangApiError) as denied:
+        hook.create_pytorchjob(job, NS)
+    assert not isinstance(denied.value, GangPermissionError)
+    assert denied.value.status == 403
+    assert 'admission webhook "validator.pytorchjob.training-operator.kubeflow.org" denied' in str(
+        denied.value
+    )
+    assert "Master].replicas" in str(denied.value)
+
+
+def test_invalid_job_keeps_the_servers_causes(hook: GangJobHook, test_id: str) -> None:
+    job = job_spec().build_pytorchjob(f"hk-{test_id}", NS, labels={"test-id": test_id})
+    job["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] = "two"
+
+    with pytest.raises(GangApiError) as invalid:
+        hook.create_pytorchjob(job, NS)
+    assert invalid.value.status == 422
+    assert "spec.pytorchReplicaSpecs.Worker.replicas" in str(invalid.value)
+
+
+# -- pods, events and logs ---------------------------------------------------------------------
+
+
+def run_to_completion(hook: GangJobHook, test_id: str, duration: float = 0.5) -> str:
+    name, _ = submit(hook, test_id, job_spec(duration))
+    eventually(lambda: "Succeeded" in true_conditions(hook.get_pytorchjob(name, NS)), timeout=20)
+    return name
+
+
+def test_pods_events_and_logs_of_a_finished_job(hook: GangJobHook, test_id: str) -> None:
+    name = run_to_completion(hook, test_id)
+
+    pods = hook.list_job_pods(name, NS)
+    assert sorted(p["metadata"]["name"] for p in pods) == [f"{name}-master-0", f"{name}-worker-0"]
+    assert all(p["spec"]["nodeName"] and p["status"]["phase"] == "Succeeded" for p in pods)  # wire form
+    master = f"{name}-master-0"
+    events = hook.list_events(NS, master)
+    assert "Started" in [e["reason"] for e in events]
+    assert {e["involvedObject"]["name"] for e in events} == {master}
+
+    assert hook.read_pod_log(master, NS).splitlines()[-3:] == list(LOG_LINES)
+    assert hook.read_pod_log(master, NS, tail_lines=1) == LOG_LINES[-1] + "\n"
+    assert hook.read_pod_log(master, NS, since_seconds=3600).splitlines()[-1] == LOG_LINES[-1]
+
+
+def test_stream_pod_log_follows_the_running_container_to_its_end(hook: GangJobHook, test_id: str) -> None:
+    name, _ = submit(hook, test_id, job_spec(duration=2.0))
+    master = f"{name}-master-0"
+    eventually(
+        lambda: any(
+            p["metadata"]["name"] == master and p["status"].get("phase") == "Running"
+            for p in hook.list_job_pods(name, NS)
+        ),
+        timeout=20,
+    )
+    assert "Succeeded" not in true_conditions(hook.get_pytorchjob(name, NS))
+
+    lines = list(hook.stream_pod_log(master, NS))
+
+    assert lines[-3:] == list(LOG_LINES)
+
+
+async def test_async_reads_of_a_finished_job(
+    hook: GangJobHook, async_hook: AsyncGangJobHook, test_id: str
+) -> None:
+    name = run_to_completion(hook, test_id)
+    master = f"{name}-master-0"
+
+    job = await async_hook.get_pytorchjob(name, NS)
+    assert "Succeeded" in true_conditions(job)
+    podgroup = await async_hook.get_podgroup(name, NS)
+    assert podgroup is not None
+    assert podgroup["spec"]["minMember"] == 2
+    assert (await async_hook.get_queue("default")) is not None
+    assert await async_hook.get_queue("no-such-queue") is None
+    pods = await async_hook.list_job_pods(name, NS)
+    assert sorted(p["metadata"]["name"] for p in pods) == [master, f"{name}-worker-0"]
+    assert pods[0]["status"]["phase"] == "Succeeded"
+    events = await async_hook.list_events(NS, master)
+    assert events
+    assert all(e["involvedObject"]["name"] == master for e in events)
+    assert await async_hook.read_pod_log(master, NS, tail_lines=2) == "\n".join(LOG_LINES[-2:]) + "\n"
+
+    with pytest.raises(GangApiError) as refused:
+        await async_hook.delete_pytorchjob(name, NS, uid="00000000-0000-0000-0000-000000000000")
+    assert refused.value.status == 409
+    assert await async_hook.delete_pytorchjob(name, NS, uid=job["metadata"]["uid"]) is True  # type: ignore[index]
+    eventually(lambda: hook.get_podgroup(name, NS) is None, timeout=15)
+    assert await async_hook.delete_podgroup(name, NS) is False
+    eventually(lambda: hook.get_pytorchjob(name, NS) is None, timeout=15)
+    assert await async_hook.delete_pytorchjob(name, NS) is False
+    assert await async_hook.get_pytorchjob(name, NS) is None
+
+
+# -- watch -------------------------------------------------------------------------------------
+
+
+async def test_watch_yields_added_then_modified_with_resource_versions(
+    hook: GangJobHook, async_hook: AsyncGangJobHook, test_id: str
+) -> None:
+    selector = f"test-id={test_id}"
+    items, version = await async_hook.list_with_version("pytorchjob", NS, label_selector=selector)
+    assert items == []
+    assert version.isdigit()
+
+    name, _ = submit(hook, test_id)
+    seen: list[tuple[str, str]] = []
+    async with contextlib.aclosing(
+        async_hook.watch(
+            "pytorchjob", NS, resource_version=version, label_selector=selector, timeout_seconds=20
+        )
+    ) as events:
+        async for event in events:
+            if event["type"] == "BOOKMARK":
+                continue
+            assert event["object"]["metadata"]["name"] == name
+            seen.append((event["type"], event["object"]["metadata"]["resourceVersion"]))
+            if event["type"] == "MODIFIED":
+                break
+    assert [kind for kind, _ in seen][:2] == ["ADDED", "MODIFIED"]
+    versions = [int(v) for _, v in seen]
+    assert versions == sorted(versions)
+    assert versions[0] > int(version)
+
+    pods, _ = await async_hook.list_with_version(
+        "pod", NS, label_selector=f"training.kubeflow.org/job-name={name}"
+    )
+    assert all(p["metadata"]["labels"]["training.kubeflow.org/job-name"] == name for p in pods)
+
+
+async def test_watch_from_a_compacted_version_raises_410() -> None:
+    with start_apiserver(event_window=5) as server:
+        hook = AsyncGangJobHook(
+            conn_id=None, kubernetes_conn_id=None, config_file=server.kubeconfig_path, connection_extras={}
+        )
+        _, start = await hook.list_with_version("pytorchjob", NS)
+        sync = GangJobHook(conn_id=None, kubernetes_conn_id=None, config_file=server.kubeconfig_path)
+        for index in range(8):
+            sync.create_pytorchjob(job_spec().build_pytorchjob(f"old-{index}", NS), NS)
+
+        with pytest.raises(GangApiError) as gone:
+            async for _ in hook.watch("pytorchjob", NS, resource_version=start, timeout_seconds=5):
+                pass
+    assert gone.value.status == 410
+    assert (gone.value.verb, gone.value.resource) == ("watch", "pytorchjobs.kubeflow.org")
+
+
+# -- discovery -----------------------------------------------------------------------------------
+
+
+def test_check_api_passes_where_the_training_operator_and_volcano_are_installed(hook: GangJobHook) -> None:
+    hook.check_api(require_volcano=True)
+
+
+def test_check_api_names_the_missing_pytorchjob_crd(proxied_hook: GangJobHook, proxy: FaultProxy) -> None:
+    proxy.faults.append(Fault("GET", "/apis/kubeflow.org/v1", status=404, times=99))
+
+    with pytest.raises(GangCRDNotInstalled) as missing:
+        proxied_hook.check_api()
+    assert str(missing.value) == (
+        "PyTorchJob CRD is not installed on this cluster (kubeflow.org/v1 pytorchjobs not served): "
+        "install the Kubeflow training-operator"
+    )
+
+
+def test_check_api_only_asks_for_volcano_when_told(proxied_hook: GangJobHook, proxy: FaultProxy) -> None:
+    proxy.faults.append(
+        Fault(
+            "GET",
+            "/apis/scheduling.volcano.sh/v1beta1",
+            status=200,
+            times=99,
+            body={
+                "kind": "APIResourceList",
+                "groupVersion": "scheduling.volcano.sh/v1beta1",
+                "resources": [{"name": "podgroups", "namespaced": True, "kind": "PodGroup"}],
+            },
+        )
+    )
+    proxied_hook.check_api(require_volcano=False)
+
+    with pytest.raises(
+        GangCRDNotInstalled,
+        match=r"^Volcano is not installed on this cluster "
+        r"\(scheduling.volcano.sh/v1beta1 queues not served\): install Volcano",
+    ):
+        proxied_hook.check_api(require_volcano=True)
+
+
+@pytest.mark.parametrize(
+    ("resources", "expected"),
+    [
+        (None, "podgroups, queues not served"),
+        ({"resources": []}, "podgroups, queues not served"),
+        ({"resources": [{"name": "podgroups"}, {"name": "podgroups/status"}]}, "queues not served"),
+        ({"resources": [{"name": "podgroups"}, {"name": "queues"}]}, None),
+    ],
+    ids=["group-not-served", "empty", "no-queues", "complete"],
+)
+def test_evaluate_discovery(resources: dict[str, Any] | None, expected: str | None) -> None:
+    error = evaluate_discovery(VOLCANO_API, resources)
+    if expected is None:
+        assert error is None
+    else:
+        assert error is not None
+        assert expected in str(error)
+    assert evaluate_discovery(PYTORCHJOB_API, {"resources": [{"name": "pytorchjobs"}]}) is None
+
+
+# -- error translation (pure) ------------------------------------------------------------------
+
+
+def api_exception(status: int, body: dict[str, Any] | None) -> ApiException:
+    error = ApiException(status=status, reason="Forbidden" if status == 403 else "Error")
+    error.body = json.dumps(body).encode() if body is not None else None
+    return error
+
+
+def test_rbac_403_names_verb_resource_namespace_and_the_fix() -> None:
+    request = ApiRequest("create", "pytorchjobs.kubeflow.org", "train-1", "ml")
+    error = translate_api_error(
+        api_exception(403, rbac_forbidden("create", "pytorchjobs.kubeflow.org", "ml")), request
+    )
+
+    assert isinstance(error, GangPermissionError)
+    assert (error.status, error.verb, error.resource, error.namespace) == (
+        403,
+        "create",
+        "pytorchjobs.kubeflow.org",
+        "ml",
+    )
+    message = str(error)
+    assert 'cannot create pytorchjobs.kubeflow.org in namespace "ml"' in message
+    assert "in a Role bound to the Airflow service account; see deploy/rbac.yaml" in message
+    assert 'User "system:serviceaccount:airflow:worker"' in message
+
+
+def test_rbac_403_on_a_cluster_scoped_queue_asks_for_a_cluster_role() -> None:
+    request = ApiRequest("get", "queues.scheduling.volcano.sh", "research", None)
+    error = translate_api_error(api_exception(403, None), request)
+    assert isinstance(error, GangPermissionError)
+    assert "cluster-wide" in str(error)
+    assert "in a ClusterRole bound" in str(error)
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        'admission webhook "validator.pytorchjob.training-operator.kubeflow.org" denied the request: '
+        "spec.pytorchReplicaSpecs[Master].replicas: Forbidden: must be 1",
+        'pytorchjobs.kubeflow.org "train-1" is forbidden: exceeded quota: gpu-quota, '
+        "requested: count/pytorchjobs.kubeflow.org=1",
+        "unable to create new content in namespace ml because it is being terminated",
+    ],
+    ids=["webhook", "quota", "terminating-namespace"],
+)
+def test_other_403s_are_api_errors_with_the_servers_words(message: str) -> None:
+    body = {"kind": "Status", "status": "Failure", "message": message, "reason": "Forbidden", "code": 403}
+    error = translate_api_error(
+        api_exception(403, body), ApiRequest("create", "pytorchjobs.kubeflow.org", "train-1", "ml")
+    )
+    assert type(error) is GangApiError
+    assert error.status == 403
+    assert message in str(error)
+
+
+def test_422_keeps_causes_the_message_does_not_spell_out() -> None:
+    body = {
+        "kind": "Status",
+        "message": 'PyTorchJob.kubeflow.org "train-1" is invalid',
+        "reason": "Invalid",
+        "details": {
+            "causes": [{"reason": "FieldValueRequired", "message": "Required value", "field": "spec.x"}]
+        },
+        "code": 422,
+    }
+    error = translate_api_error(
+        api_exception(422, body), ApiRequest("create", "pytorchjobs.kubeflow.org", "train-1", "ml")
+    )
+    assert error.status == 422
+    assert "is invalid" in str(error)
+    assert "spec.x: Required value" in str(error)
+
+
+# -- retries, through the fault proxy -----------------------------------------------------------
+
+
+def test_reads_are_retried_through_503s(proxied_hook: GangJobHook, proxy: FaultProxy) -> None:
+    proxy.faults.append(
+        Fault("GET", "/apis/scheduling.volcano.sh/v1beta1/queues/default", status=503, times=2)
+    )
+
+    queue = proxied_hook.get_queue("default")
+
+    assert queue is not None
+    assert queue["metadata"]["name"] == "default"
+    assert proxy.seen.count(("GET", "/apis/scheduling.volcano.sh/v1beta1/queues/default")) == 3
+
+
+def test_retries_give_up_with_the_last_status(proxied_hook: GangJobHook, proxy: FaultProxy) -> None:
+    proxy.faults.append(
+        Fault("GET", "/apis/scheduling.volcano.sh/v1beta1/queues/default", status=503, times=99)
+    )
+
+    with pytest.raises(GangApiError) as failed:
+        proxied_hook.get_queue("default")
+    assert failed.value.status == 503
+    assert len(proxy.seen) == FAST.attempts
+
+
+def test_rbac_403_from_the_wire_is_a_permission_error_without_retries(
+    proxied_hook: GangJobHook, proxy: FaultProxy
+) -> None:
+    path = f"/api/v1/namespaces/{NS}/pods"
+    proxy.faults.append(Fault("GET", path, status=403, body=rbac_forbidden("list", "pods", NS)))
+
+    with pytest.raises(GangPermissionError) as denied:
+        proxied_hook.list_job_pods("train-1", NS)
+    assert (denied.value.verb, denied.value.resource, denied.value.namespace) == ("list", "pods", NS)
+    assert len(proxy.seen) == 1
+
+
+def test_create_is_retried_when_the_connection_drops_before_the_server_saw_it(
+    proxied_hook: GangJobHook, proxy: FaultProxy, hook: GangJobHook, test_id: str
+) -> None:
+    path = f"/apis/kubeflow.org/v1/namespaces/{NS}/pytorchjobs"
+    proxy.faults.append(Fault("POST", path, drop=True))
+    name = f"hk-{test_id}"
+
+    created = proxied_hook.create_pytorchjob(
+        job_spec().build_pytorchjob(name, NS, labels={"test-id": test_id}), NS
+    )
+
+    assert created["metadata"]["name"] == name
+    assert proxy.seen.count(("POST", path)) == 2
+
+
+def test_create_whose_reply_was_lost_reports_409_for_adoption(
+    proxied_hook: GangJobHook, proxy: FaultProxy, hook: GangJobHook, test_id: str
+) -> None:
+    path = f"/apis/kubeflow.org/v1/namespaces/{NS}/pytorchjobs"
+    proxy.faults.append(Fault("POST", path, drop=True, forward_first=True))
+    name = f"hk-{test_id}"
+
+    with pytest.raises(GangApiError) as conflict:
+        proxied_hook.create_pytorchjob(job_spec().build_pytorchjob(name, NS, labels={"test-id": test_id}), NS)
+
+    assert conflict.value.status == 409
+    assert "adopt it only if its identity labels match" in str(conflict.value)
+    assert hook.get_pytorchjob(name, NS)["metadata"]["labels"]["test-id"] == test_id  # type: ignore[index]
+
+
+async def test_async_calls_are_retried_through_dropped_connections_and_503s(
+    proxied_async_hook: AsyncGangJobHook, proxy: FaultProxy
+) -> None:
+    path = "/apis/scheduling.volcano.sh/v1beta1/queues/default"
+    proxy.faults += [Fault("GET", path, drop=True), Fault("GET", path, status=503)]
+
+    queue = await proxied_async_hook.get_queue("default")
+
+    assert queue is not None
+    assert queue["metadata"]["name"] == "default"
+    assert proxy.seen.count(("GET", path)) == 3
+
+
+# -- connections, and the permissions the hooks need ---------------------------------------------
+
+
+async def test_hook_from_an_airflow_connection_and_handed_to_the_triggerer(
+    cluster: SimCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_KUBERNETES_DEFAULT",
+        json.dumps(
+            {
+                "conn_type": "kubernetes",
+                "extra": {"kube_config_path": cluster.kubeconfig_path, "namespace": "ml-team"},
+            }
+        ),
+    )
+    hook = GangJobHook()
+    assert hook.get_namespace() == "ml-team"
+    assert hook.get_queue("default") is not None
+
+    kwargs = hook.async_hook_kwargs()
+    json.dumps(kwargs)  # what a trigger serialises
+    assert kwargs["connection_extras"] == {"namespace": "ml-team"}
+    assert kwargs["config_dict"]["current-context"]
+    # The triggerer has no such connection: the kwargs alone must do.
+    monkeypatch.delenv("AIRFLOW_CONN_KUBERNETES_DEFAULT")
+    assert await AsyncGangJobHook(**kwargs).get_queue("default") is not None
+
+
+def rbac_rule(method: str, url: str) -> tuple[str, str, str] | None:
+    """The (api group, resource, verb) RBAC checks for one request, as kube-apiserver derives it.
+
+    None for discovery (``/api``, ``/apis/<group>/<version>``): not a resource request.
+    """
+    parts = urlsplit(url)
+    segments = parts.path.strip("/").split("/")
+    group = "" if segments[0] == "api" else segments[1]
+    rest = segments[2:] if segments[0] == "api" else segments[3:]
+    if rest[:1] == ["namespaces"]:
+        rest = rest[2:]
+    if not rest:
+        return None
+    resource = rest[0] + (f"/{rest[2]}" if len(rest) > 2 else "")
+    named = len(rest) > 1
+    # kube-apiserver parses booleans with Go's strconv.ParseBool: kubernetes_asyncio sends "True".
+    watch = [v.lower() for v in parse_qs(parts.query).get("watch", [])] in (["true"], ["1"])
+    verb = {"POST": "create", "PATCH": "patch", "DELETE": "delete", "PUT": "update"}.get(method)
+    if verb is None:
+        verb = "get" if named else ("watch" if watch else "list")
+    return group, resource, verb
+
+
+async def test_required_permissions_cover_every_request_the_hooks_make(
+    proxy: FaultProxy, proxied_hook: GangJobHook, proxied_async_hook: AsyncGangJobHook, test_id: str
+) -> None:
+    hook, ahook = proxied_hook, proxied_async_hook
+    name = run_to_completion(hook, test_id, duration=0.2)
+    master = f"{name}-master-0"
+    hook.find_pytorchjobs(NS, f"test-id={test_id}")
+    hook.get_queue("default")
+    hook.list_events(NS, master)
+    hook.read_pod_log(master, NS, tail_lines=1)
+    list(hook.stream_pod_log(master, NS))
+    for kind in ("pytorchjob", "podgroup", "pod"):
+        _, version = await ahook.list_with_version(kind, NS)
+        async for _ in ahook.watch(kind, NS, resource_version=version, timeout_seconds=1):
+            pass
+    await ahook.get_podgroup(name, NS)
+    await ahook.list_job_pods(name, NS)
+    await ahook.list_events(NS, master)
+    await ahook.read_pod_log(master, NS)
+    await ahook.delete_podgroup(name, NS)
+    await ahook.delete_pytorchjob(name, NS)
+    hook.delete_pytorchjob(name, NS)
+    hook.delete_podgroup(name, NS)
+
+    hook.check_api(require_volcano=True)  # discovery: no RBAC rule needed
+    used = {rule for method, url in proxy.seen if (rule := rbac_rule(method, url)) is not None}
+    assert used <= set(REQUIRED_PERMISSIONS)
+    assert set(REQUIRED_PERMISSIONS) - used == {("kubeflow.org", "pytorchjobs/finalizers", "update")}
+    assert len(set(REQUIRED_PERMISSIONS)) == len(REQUIRED_PERMISSIONS)
