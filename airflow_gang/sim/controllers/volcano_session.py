@@ -254,8 +254,11 @@ def run_session(snapshot: Snapshot, config: SessionConfig = SessionConfig()) -> 
     free = capacity.node_free(nodes, snapshot.pods)
     ready_groups: set[Key] = set()
     fit: dict[Key, tuple[int, int, str | None]] = {}
+    could_go: dict[Key, str] = {}
     for group in groups:
-        admitted = group.phase in ADMITTED_PHASES or group.key in enqueued
+        # A Completed gang is past the gate too (its Succeeded pods count as ready), but it is
+        # not in ADMITTED_PHASES, which also decides what the enqueue gate keeps reserved.
+        admitted = group.phase in ADMITTED_PHASES or group.phase == "Completed" or group.key in enqueued
         pending = group.pending
         if not admitted:
             fit[group.key] = (0, len(pending), None)
@@ -281,10 +284,16 @@ def run_session(snapshot: Snapshot, config: SessionConfig = SessionConfig()) -> 
             fit[group.key] = (len(placed), len(pending) - len(placed), None)
         else:
             fit[group.key] = (len(placed), len(pending) - len(placed), origin)
+            for task, node in placed:
+                could_go[(task["metadata"]["namespace"], task["metadata"]["name"])] = node
 
     for group in groups:
         result.podgroup_status[group.key] = _close(
             group, group.key in enqueued, group.key in ready_groups, fit, result
+        )
+    for (namespace, name), node in could_go.items():
+        result.pod_unschedulable[(namespace, name)] = (
+            f"Pod {namespace}/{name} can possibly be assigned to {node}, once minAvailable is satisfied"
         )
     result.queue_status = _queue_statuses(snapshot, groups, result)
     return result

@@ -251,3 +251,30 @@ def test_queue_status_counts_and_allocation_follow_the_groups() -> None:
         "unknown": 0,
         "completed": 0,
     }
+
+
+def test_the_pod_that_fits_in_an_unbindable_gang_says_where_it_could_go() -> None:
+    nodes = [node("node-a", gpus=3), node("node-b", gpus=2)]
+    running = pods("big", 4, node_names=["node-a", "node-a", "node-a", "node-b"], phase="Running")
+    groups = [podgroup("big", 4, phase="Running"), podgroup("small", 2, queue="team-b")]
+    result = run_session(
+        Snapshot(nodes, running + pods("small", 2), groups, [queue("default"), queue("team-b")])
+    )
+    assert result.pod_unschedulable[("ml", "small-master-0")] == (
+        "Pod ml/small-master-0 can possibly be assigned to node-b, once minAvailable is satisfied"
+    )
+    assert result.pod_unschedulable[("ml", "small-worker-0")].startswith("1/2 tasks in gang unschedulable")
+
+
+def test_a_completed_gang_stays_scheduled_and_reserves_nothing() -> None:
+    nodes = [node("node-1"), node("node-2")]
+    done = pods("job-0", 4, node_names=["node-1", "node-1", "node-2", "node-2"], phase="Succeeded")
+    groups = [podgroup("job-0", 4, phase="Completed"), podgroup("job-1", 4, created="2026-01-01T00:00:09Z")]
+    result = run_session(Snapshot(nodes, done + pods("job-1", 4), groups, [queue("default")]))
+    completed = result.podgroup_status[("ml", "job-0")]
+    assert completed["phase"] == "Completed"
+    assert completed["conditions"][-1]["type"] == "Scheduled"
+    assert result.podgroup_status[("ml", "job-1")]["phase"] == "Inqueue", (
+        "the finished gang holds no capacity"
+    )
+    assert len(result.bindings) == 4
