@@ -99,6 +99,9 @@ class PyTorchJobOperator(BaseOperator):
     :param delete_on_finish: ``always``, ``on_success`` (default) or ``never``.
     :param poll_interval: seconds between checks when no change is seen.
     :param deferrable: wait in the triggerer (default: ``[operators] default_deferrable``).
+    :param report_progress: keep the task state store's ``progress`` entry current (phase,
+        queue, replicas bound). While deferred this costs one short return to a worker per
+        phase change (queued, admitted, running), because the triggerer cannot write the store.
     """
 
     template_fields: Sequence[str] = (
@@ -173,6 +176,7 @@ class PyTorchJobOperator(BaseOperator):
         delete_on_finish: DeleteOnFinish = "on_success",
         poll_interval: float = 10.0,
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
+        report_progress: bool = True,
         **kwargs: Any,
     ) -> None:
         if executor_queue is not None:
@@ -216,6 +220,7 @@ class PyTorchJobOperator(BaseOperator):
         self.delete_on_finish = delete_on_finish
         self.poll_interval = poll_interval
         self.deferrable = deferrable
+        self.report_progress = report_progress
         self._submitted: JsonDict | None = None
 
     # --- building blocks ----------------------------------------------------------------------
@@ -420,12 +425,15 @@ class PyTorchJobOperator(BaseOperator):
         wait_for: str,
         deadline: dt.datetime | None,
         submitted_at: dt.datetime,
+        admitted_at: str | None = None,
+        reported_phase: str | None = None,
+        execution_deadline: dt.datetime | None = None,
     ) -> None:
-        execution_deadline = None
         timeout = None
         ti = context["ti"]
-        if self.execution_timeout is not None and getattr(ti, "start_date", None) is not None:
+        if execution_deadline is None and self.execution_timeout is not None and ti.start_date is not None:
             execution_deadline = ti.start_date + self.execution_timeout
+        if execution_deadline is not None:
             # Pad the framework's timeout so the trigger reports first, with a useful message.
             timeout = max(dt.timedelta(seconds=1), execution_deadline - _utc_now()) + dt.timedelta(seconds=60)
         trigger = GangJobTrigger(
@@ -437,19 +445,36 @@ class PyTorchJobOperator(BaseOperator):
             admission_deadline=deadline.isoformat() if deadline else None,
             execution_deadline=execution_deadline.isoformat() if execution_deadline else None,
             submitted_at=submitted_at.isoformat(),
+            admitted_at=admitted_at,
             poll_interval=self.poll_interval,
             kubernetes_conn_id=self.kubernetes_conn_id,
             hook_kwargs=self.hook.async_hook_kwargs(),
+            report_phase_changes=self.report_progress,
+            reported_phase=reported_phase,
         )
         self.defer(
             trigger=trigger,
             method_name="execute_complete",
             timeout=timeout,
-            kwargs={"gang_scheduling": gang_scheduling},
+            kwargs={
+                "gang_scheduling": gang_scheduling,
+                "wait_for": wait_for,
+                "admission_deadline": deadline.isoformat() if deadline else None,
+                "execution_deadline": execution_deadline.isoformat() if execution_deadline else None,
+                "submitted_at": submitted_at.isoformat(),
+            },
         )
 
     def execute_complete(
-        self, context: Context, event: dict[str, Any], gang_scheduling: str = "provider"
+        self,
+        context: Context,
+        event: dict[str, Any],
+        *,
+        gang_scheduling: str = "provider",
+        wait_for: str = "both",
+        admission_deadline: str | None = None,
+        execution_deadline: str | None = None,
+        submitted_at: str | None = None,
     ) -> Any:
         name, namespace = event["name"], event["namespace"]
         status = event["status"]
@@ -458,6 +483,22 @@ class PyTorchJobOperator(BaseOperator):
             "metadata": {"name": name, "namespace": namespace, "uid": event.get("uid")}
         }
         self._submitted = job
+        if status == "progress":
+            # A phase change while deferred: record it where the UI shows it, then wait on.
+            self._state_store_set(context, STATE_STORE_PROGRESS_KEY, event.get("progress") or {})
+            self._defer(
+                context,
+                job,
+                gang_scheduling=gang_scheduling,
+                wait_for=wait_for,
+                deadline=dt.datetime.fromisoformat(admission_deadline) if admission_deadline else None,
+                submitted_at=dt.datetime.fromisoformat(submitted_at) if submitted_at else _utc_now(),
+                admitted_at=timeline.get("admitted_at"),
+                reported_phase=event.get("phase"),
+                execution_deadline=dt.datetime.fromisoformat(execution_deadline)
+                if execution_deadline
+                else None,
+            )
         if status == "admitted":
             return lifecycle.result(job, "admitted", timeline.get("admitted_at"), None)
         if status == "admission_timeout":

@@ -60,6 +60,9 @@ class GangJobTrigger(BaseTrigger):
         (``GangJobHook.async_hook_kwargs()``: the connection's extras and kubeconfig content), so
         the triggerer needs neither the metadata database nor the worker's files.
     :param delete_on_kill: delete job and PodGroup when the user kills the deferred task.
+    :param report_phase_changes: also end with a ``progress`` event when the phase differs from
+        ``reported_phase`` (the operator records it and defers again).
+    :param reported_phase: the phase the task last recorded.
     """
 
     def __init__(
@@ -78,6 +81,8 @@ class GangJobTrigger(BaseTrigger):
         kubernetes_conn_id: str | None = "kubernetes_default",
         hook_kwargs: dict[str, Any] | None = None,
         delete_on_kill: bool = True,
+        report_phase_changes: bool = False,
+        reported_phase: str | None = None,
     ) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
         self.name = name
@@ -93,6 +98,8 @@ class GangJobTrigger(BaseTrigger):
         self.kubernetes_conn_id = kubernetes_conn_id
         self.hook_kwargs = hook_kwargs
         self.delete_on_kill = delete_on_kill
+        self.report_phase_changes = report_phase_changes
+        self.reported_phase = reported_phase
         self._event_sent = False
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
@@ -112,6 +119,8 @@ class GangJobTrigger(BaseTrigger):
                 "kubernetes_conn_id": self.kubernetes_conn_id,
                 "hook_kwargs": self.hook_kwargs,
                 "delete_on_kill": self.delete_on_kill,
+                "report_phase_changes": self.report_phase_changes,
+                "reported_phase": self.reported_phase,
             },
         )
 
@@ -173,6 +182,19 @@ class GangJobTrigger(BaseTrigger):
                     return self._event("admitted", status, "")
             if status.finished:
                 return self._event(status.phase.value, status, status.message)
+            if self.report_phase_changes and status.phase.value != self.reported_phase:
+                event = self._event("progress", status, status.message)
+                event["progress"] = {
+                    "phase": status.phase.value,
+                    "podgroup_phase": status.podgroup_phase,
+                    "queue": status.queue,
+                    "replicas_bound": status.bound,
+                    "replicas_running": status.running,
+                    "replicas": status.replicas,
+                    "message": status.message,
+                    "updated_at": utc_now().isoformat(),
+                }
+                return event
             now = utc_now()
             admission_deadline = _parse(self.admission_deadline)
             if waiting_for_admission and admission_deadline is not None and now >= admission_deadline:

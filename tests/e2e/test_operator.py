@@ -180,3 +180,42 @@ def test_bad_input_fails_before_anything_is_created(
     output = capfd.readouterr().out
     assert "GangSpecError" in output
     assert fragment in output
+
+
+def stored_state(dag_run: Any, task_id: str, key: str) -> Any:
+    from airflow.models.task_state_store import TaskStateStoreModel
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        row = (
+            session.query(TaskStateStoreModel)
+            .filter_by(dag_id=dag_run.dag_id, run_id=dag_run.run_id, task_id=task_id, key=key)
+            .one_or_none()
+        )
+        return json.loads(row.value) if row is not None else None
+
+
+@MODES
+def test_the_task_state_store_holds_the_job_identity_and_live_progress(
+    write_dag: Callable[..., Any], api: Any, tmp_path: Path, deferrable: bool
+) -> None:
+    dag = write_dag(SUCCESS_DAG, deferrable=deferrable, out=str(tmp_path / "out.json"))
+    dag_run = dag.test()
+    assert task_states(dag_run) == {"train": "success", "record": "success"}
+    identity = stored_state(dag_run, "train", "pytorchjob")
+    result = json.loads((tmp_path / "out.json").read_text())["result"]
+    assert identity == {"name": result["name"], "namespace": "default", "uid": result["uid"]}
+    progress = stored_state(dag_run, "train", "progress")
+    assert set(progress) == {
+        "phase",
+        "podgroup_phase",
+        "queue",
+        "replicas_bound",
+        "replicas_running",
+        "replicas",
+        "message",
+        "updated_at",
+    }
+    assert progress["phase"] in {"queued", "admitted", "running", "succeeded"}
+    assert progress["queue"] == "default"
+    assert progress["replicas"] == 2

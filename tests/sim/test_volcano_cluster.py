@@ -147,6 +147,24 @@ def all_bound(api: Api, job: str, replicas: int) -> dict[str, str]:
     return {pod: str(node) for pod, node in bound.items()}
 
 
+def pod_scheduled(api: Api, pod: str) -> Any:
+    """The pod's PodScheduled condition (None until the scheduler has written one)."""
+    conditions = api.core.read_namespaced_pod(pod, NAMESPACE).status.conditions or []
+    return next((c for c in conditions if c.type == "PodScheduled"), None)
+
+
+def wait_for_pod_scheduled(api: Api, pod: str, message: str | None = None, timeout: float = 5.0) -> Any:
+    """The pod's PodScheduled condition once written (with ``message``, when given)."""
+
+    def probe() -> Any:
+        found = pod_scheduled(api, pod)
+        return found if found is not None and message in (None, found.message) else None
+
+    return eventually(
+        probe, timeout=timeout, message=f"PodScheduled on {pod}, last {pod_scheduled(api, pod)}"
+    )
+
+
 def queue_status(api: Api, name: str) -> dict[str, Any]:
     queue = api.custom.get_cluster_custom_object(*VOLCANO, "queues", name)
     return dict(queue.get("status") or {})
@@ -207,6 +225,7 @@ def test_queue_capability_admits_one_gang_at_a_time(api_factory: Any) -> None:
 
         # The older group wins; the other waits Pending on the queue's quota, not on the cluster.
         eventually(lambda: all_bound(api, "cap-a", 2), timeout=10, message="cap-a bound")
+        cap_a_bound = time.monotonic()
         wait_for_event(api, "cap-b", ("Normal", "Unschedulable", QUOTA))
         assert phase(api, "cap-b") == "Pending"
         assert bindings(api, "cap-b") == {"cap-b-master-0": None, "cap-b-worker-0": None}
@@ -234,7 +253,7 @@ def test_queue_capability_admits_one_gang_at_a_time(api_factory: Any) -> None:
         # Both finish, never more than 2 GPUs of the queue bound at once, cap-a strictly first.
         # Each probe lists cap-b before cap-a: pods only ever get bound and then finish, so cap-b
         # seen bound means cap-a's state read just after is at least as late (no false overlap).
-        seen = CappedTimeline()
+        seen = CappedTimeline(first_bound={"cap-a": cap_a_bound})  # cap-b was unbound after this
 
         def watch_capped() -> bool:
             now = time.monotonic()
@@ -396,8 +415,7 @@ def test_overcommit_admits_an_extra_group_that_then_cannot_bind(overcommitted: A
     assert not [e for e in seen if e[0] == "Normal" and e[2] in (OVERUSED, QUOTA)]
     assert bindings(api, "team-b-job") == {"team-b-job-master-0": None, "team-b-job-worker-0": None}
     for pod in ("team-b-job-master-0", "team-b-job-worker-0"):
-        conditions = api.core.read_namespaced_pod(pod, NAMESPACE).status.conditions or []
-        scheduled = next(c for c in conditions if c.type == "PodScheduled")
+        scheduled = wait_for_pod_scheduled(api, pod)
         assert (scheduled.status, scheduled.reason) == ("False", "Unschedulable")
     # Queue view: team-b has one admitted group and nothing allocated; default holds the 4 GPUs.
     team_b = queue_status(api, "team-b")
@@ -408,22 +426,16 @@ def test_overcommit_admits_an_extra_group_that_then_cannot_bind(overcommitted: A
     assert counts_of(queue_status(api, "default")) == queue_counts(running=1)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "simulator bug: every pending pod of a not-ready gang gets the gang's FitError text as its "
-        "PodScheduled message; DOMAIN.md §10 says the pod that fits reads 'Pod <ns>/<pod> can "
-        "possibly be assigned to <node>, once minAvailable is satisfied'"
-    ),
-)
 def test_the_schedulable_pod_of_an_unbindable_gang_says_where_it_could_go(overcommitted: Api) -> None:
+    """DOMAIN §10: the pod that fits reads "can possibly be assigned to <node>"."""
     api = overcommitted
-    pod = api.core.read_namespaced_pod("team-b-job-master-0", NAMESPACE)
-    scheduled = next(c for c in pod.status.conditions or [] if c.type == "PodScheduled")
-    assert scheduled.message == (
+    expected = (
         f"Pod {NAMESPACE}/team-b-job-master-0 can possibly be assigned to {SMALL_NODE}, "
         "once minAvailable is satisfied"
     )
+    # Pod conditions are written after the PodGroup's status in a session: wait for them.
+    scheduled = wait_for_pod_scheduled(api, "team-b-job-master-0", expected)
+    assert (scheduled.status, scheduled.reason) == ("False", "Unschedulable")
 
 
 # --------------------------------------------------------------------------------------------
@@ -530,17 +542,8 @@ def test_pods_are_bound_while_the_group_is_still_inqueue(api_factory: Any) -> No
 # --------------------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "simulator bug: volcano_session.run_session treats a Completed PodGroup as not admitted "
-        "(Completed is not in ADMITTED_PHASES), so every later session finds it 'not ready' and "
-        "writes Unschedulable=True/NotEnoughResources '0/2 tasks in gang unschedulable: pod group "
-        "is not ready, 2 Succeeded, 2 minAvailable' (newer than its Scheduled condition) plus a "
-        "Warning event; vc gang.go counts Succeeded tasks as ready, so it stays Scheduled"
-    ),
-)
 def test_a_completed_gang_is_not_reported_unschedulable(api_factory: Any) -> None:
+    """Succeeded tasks count as ready (vc gang.go): a finished gang stays Scheduled, no Warning."""
     with SimCluster(nodes=2, gpus_per_node=2, schedule_period=0.1) as cluster:
         api: Api = api_factory(cluster)
         submit(api, "done", gang(2, duration=0.2))

@@ -21,6 +21,7 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from airflow_gang.sim.apiserver.errors import MethodNotAllowed, StatusError, Unauthorized
+from airflow_gang.sim.apiserver.metrics import RequestCounter, RequestMetrics, metrics_router
 from airflow_gang.sim.apiserver.routes import router, status_response
 from airflow_gang.sim.apiserver.state import ServerConfig, ServerState
 from airflow_gang.sim.apiserver.subresources import sim_router
@@ -100,9 +101,12 @@ def build_app(config: ServerConfig, state: ServerState | None = None) -> FastAPI
     app.state.sim = state or ServerState(config)
     app.include_router(router)
     app.include_router(sim_router)
+    app.include_router(metrics_router)
     app.add_exception_handler(StatusError, _status_error)
     app.add_exception_handler(HTTPException, _http_error)
     app.add_exception_handler(Exception, _unexpected)
+    app.state.request_metrics = RequestMetrics()
+    app.add_middleware(RequestCounter, metrics=app.state.request_metrics)  # inside auth: counts callers
     if config.token:
         app.add_middleware(BearerTokenAuth, token=config.token)
     return app
