@@ -54,6 +54,19 @@ class GangStatus:
     def finished(self) -> bool:
         return self.phase in (GangPhase.SUCCEEDED, GangPhase.FAILED)
 
+    def progress(self, updated_at: str) -> dict[str, Any]:
+        """The task state store's ``progress`` entry: what the UI shows while the task waits."""
+        return {
+            "phase": self.phase.value,
+            "podgroup_phase": self.podgroup_phase,
+            "queue": self.queue,
+            "replicas_bound": self.bound,
+            "replicas_running": self.running,
+            "replicas": self.replicas,
+            "message": self.message,
+            "updated_at": updated_at,
+        }
+
     def describe(self) -> str:
         """One log-friendly line: ``queued podgroup=Pending queue=default bound=0/4 | reason``."""
         parts = [self.phase.value]

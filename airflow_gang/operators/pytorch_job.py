@@ -374,7 +374,9 @@ class PyTorchJobOperator(BaseOperator):
             line = status.describe()
             if line != last:
                 self.log.info("gang job %s/%s: %s", namespace, name, line)
-                self._state_store_set(context, STATE_STORE_PROGRESS_KEY, self._progress(status))
+                self._state_store_set(
+                    context, STATE_STORE_PROGRESS_KEY, status.progress(_utc_now().isoformat())
+                )
                 last = line
             if status.phase is GangPhase.LOST:
                 raise GangJobLost(
@@ -583,18 +585,6 @@ class PyTorchJobOperator(BaseOperator):
         self._submitted = None
 
     # --- Airflow 3.3 task state store (absent elsewhere: then a no-op) ------------------------
-
-    def _progress(self, status: GangStatus) -> JsonDict:
-        return {
-            "phase": status.phase.value,
-            "podgroup_phase": status.podgroup_phase,
-            "queue": status.queue,
-            "replicas_bound": status.bound,
-            "replicas_running": status.running,
-            "replicas": status.replicas,
-            "message": status.message,
-            "updated_at": _utc_now().isoformat(),
-        }
 
     def _state_store_get(self, context: Context, key: str) -> Any:
         store = context.get("task_state_store")

@@ -184,16 +184,7 @@ class GangJobTrigger(BaseTrigger):
                 return self._event(status.phase.value, status, status.message)
             if self.report_phase_changes and status.phase.value != self.reported_phase:
                 event = self._event("progress", status, status.message)
-                event["progress"] = {
-                    "phase": status.phase.value,
-                    "podgroup_phase": status.podgroup_phase,
-                    "queue": status.queue,
-                    "replicas_bound": status.bound,
-                    "replicas_running": status.running,
-                    "replicas": status.replicas,
-                    "message": status.message,
-                    "updated_at": utc_now().isoformat(),
-                }
+                event["progress"] = status.progress(utc_now().isoformat())
                 return event
             now = utc_now()
             admission_deadline = _parse(self.admission_deadline)

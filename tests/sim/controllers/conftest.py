@@ -1,13 +1,11 @@
-"""Fixtures for controller tests: a real API server over HTTP and official-client access to it."""
+"""Fixtures for controller tests: one real API server over HTTPS for the session (clients and
+namespaces come from tests/sim/conftest.py)."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 
 import pytest
-from kubernetes import client as k8s
-from kubernetes import config as k8s_config
 
 from airflow_gang.sim.apiserver.server import ApiServerHandle, start_apiserver
 
@@ -16,29 +14,3 @@ from airflow_gang.sim.apiserver.server import ApiServerHandle, start_apiserver
 def apiserver() -> Iterator[ApiServerHandle]:
     with start_apiserver() as handle:
         yield handle
-
-
-@pytest.fixture(scope="session")
-def api_client(apiserver: ApiServerHandle) -> Iterator[k8s.ApiClient]:
-    client = k8s_config.new_client_from_config(config_file=apiserver.kubeconfig_path)
-    yield client
-    client.close()
-
-
-@pytest.fixture
-def core(api_client: k8s.ApiClient) -> k8s.CoreV1Api:
-    return k8s.CoreV1Api(api_client)
-
-
-@pytest.fixture
-def custom(api_client: k8s.ApiClient) -> k8s.CustomObjectsApi:
-    return k8s.CustomObjectsApi(api_client)
-
-
-@pytest.fixture
-def namespace(core: k8s.CoreV1Api) -> Iterator[str]:
-    """A fresh namespace per test, deleted afterwards."""
-    name = f"t-{uuid.uuid4().hex[:10]}"
-    core.create_namespace(k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name=name)))
-    yield name
-    core.delete_namespace(name)
