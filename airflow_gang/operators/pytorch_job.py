@@ -24,6 +24,7 @@ from airflow_gang.gang_state import GangPhase, GangStatus, gang_status, master_p
 from airflow_gang.hooks.gang import GangJobHook
 from airflow_gang.naming import identity_labels, job_name
 from airflow_gang.operators import lifecycle
+from airflow_gang.operators.log_follower import LogFollower
 from airflow_gang.spec import GangJobSpec
 from airflow_gang.triggers.gang import GangJobTrigger
 
@@ -222,6 +223,7 @@ class PyTorchJobOperator(BaseOperator):
         self.deferrable = deferrable
         self.report_progress = report_progress
         self._submitted: JsonDict | None = None
+        self._log_follower: LogFollower | None = None
 
     # --- building blocks ----------------------------------------------------------------------
 
@@ -371,6 +373,10 @@ class PyTorchJobOperator(BaseOperator):
         last = ""
         while True:
             status = self._observe(job, gang_scheduling)
+            if self.get_logs and self._log_follower is None and status.phase is GangPhase.RUNNING:
+                self._log_follower = LogFollower(
+                    self.hook, master_pod_name(name), namespace, self.log
+                ).start()
             line = status.describe()
             if line != last:
                 self.log.info("gang job %s/%s: %s", namespace, name, line)
@@ -544,7 +550,10 @@ class PyTorchJobOperator(BaseOperator):
     ) -> JsonDict:
         name, namespace = job["metadata"]["name"], job["metadata"]["namespace"]
         current = self._current(job)
-        if self.get_logs:
+        if self._log_follower is not None:
+            self._log_follower.stop()  # streamed live: the log is already in the task log
+            self._log_follower = None
+        elif self.get_logs:
             tail = lifecycle.log_tail(self.hook, master_pod_name(name), namespace, self.log_tail_lines)
             if tail.strip():
                 self.log.info("master replica log (last %d lines):\n%s", self.log_tail_lines, tail.rstrip())

@@ -86,7 +86,10 @@ def test_a_job_succeeds_with_its_result_xcoms_and_master_log(
     assert 0 <= result["run_seconds"] < 30
     assert recorded["job_name"] == result["name"]
     assert recorded["job_namespace"] == "default"
-    assert "MASTER-LOG-MARKER accuracy=0.97" in capfd.readouterr().out
+    output = capfd.readouterr().out
+    assert "MASTER-LOG-MARKER accuracy=0.97" in output
+    if not deferrable:  # streamed live, line by line, tagged with the pod
+        assert f"[{result['name']}-master-0] MASTER-LOG-MARKER accuracy=0.97" in output
 
 
 FAILING_DAG = """
