@@ -6,7 +6,8 @@ so they can never disagree about what "admitted" or "failed" means:
 - admitted = PodGroup phase ``Running`` or ``Completed``; or ``Inqueue``/``Unknown`` with at
   least ``minMember`` of its pods bound to nodes (Volcano binds a session before it writes
   ``Running``, DOMAIN.md §10); or the job already has a ``Running``, ``Succeeded`` or ``Failed``
-  condition. With gang scheduling disabled: every replica pod bound.
+  condition. With gang scheduling disabled: every replica pod bound (the operator's ``Running``
+  only means the Master runs, which is exactly the deadlocked state).
 - finished = the job's last true condition is ``Succeeded`` or ``Failed``.
 
 Decisions use phases and bound pods, never the mere presence of a PodGroup condition (a stale
@@ -145,10 +146,13 @@ def gang_status(
         return status(GangPhase.SUCCEEDED, condition_type, message)
     if condition_type == "Failed":
         return status(GangPhase.FAILED, condition_type, message)
-    if condition_type in ("Running", "Restarting"):
+    all_bound = replicas > 0 and bound >= replicas
+    # Without gang scheduling the operator calls a job Running as soon as its Master runs, even
+    # when its Workers can never be placed (the deadlock): only every replica bound counts.
+    if condition_type in ("Running", "Restarting") and (gang_scheduling != "disabled" or all_bound):
         return status(GangPhase.RUNNING, condition_type, message)
     if gang_scheduling == "disabled":
-        admitted = replicas > 0 and bound >= replicas
+        admitted = all_bound
     else:
         admitted = pg_phase in ("Running", "Completed") or (
             pg_phase in ("Inqueue", "Unknown") and min_member > 0 and bound >= min_member

@@ -62,7 +62,9 @@ def _check_job_template(template: dict[str, Any]) -> dict[str, Any]:
         raise error(
             f"job_template apiVersion={api_version!r} is invalid: use 'kubeflow.org/v1'", "job_template"
         )
-    metadata = template.get("metadata") or {}
+    # strip_nulls already removed nulls, so a present value of the wrong type (even an empty
+    # list) is an error rather than "absent".
+    metadata = template.get("metadata", {})
     if not isinstance(metadata, dict) or not all(
         isinstance(metadata.get(key, {}), dict) for key in ("labels", "annotations")
     ):
@@ -70,15 +72,15 @@ def _check_job_template(template: dict[str, Any]) -> dict[str, Any]:
             "job_template metadata must be a mapping (with mappings for labels and annotations)",
             "job_template",
         )
-    spec = template.get("spec") or {}
+    spec = template.get("spec", {})
     if not isinstance(spec, dict):
         raise error("job_template spec must be a mapping", "job_template")
-    run_policy = spec.get("runPolicy") or {}
-    if not isinstance(run_policy, dict) or not isinstance(run_policy.get("schedulingPolicy") or {}, dict):
+    run_policy = spec.get("runPolicy", {})
+    if not isinstance(run_policy, dict) or not isinstance(run_policy.get("schedulingPolicy", {}), dict):
         raise error(
             "job_template spec.runPolicy (and its schedulingPolicy) must be a mapping", "job_template"
         )
-    replicas = spec.get("pytorchReplicaSpecs") or {}
+    replicas = spec.get("pytorchReplicaSpecs", {})
     if not isinstance(replicas, dict):
         raise error(
             "job_template spec.pytorchReplicaSpecs must be a mapping of Master/Worker", "job_template"
