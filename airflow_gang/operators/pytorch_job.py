@@ -487,6 +487,12 @@ class PyTorchJobOperator(BaseOperator):
         name, namespace = event["name"], event["namespace"]
         status = event["status"]
         timeline = event.get("timeline") or {}
+        wait = event.get("wait") or {}
+        gang_scheduling = wait.get("gang_scheduling", gang_scheduling)
+        wait_for = wait.get("wait_for", wait_for)
+        admission_deadline = wait.get("admission_deadline", admission_deadline)
+        execution_deadline = wait.get("execution_deadline", execution_deadline)
+        submitted_at = timeline.get("submitted_at") or submitted_at
         job = self.hook.get_pytorchjob(name, namespace) or {
             "metadata": {"name": name, "namespace": namespace, "uid": event.get("uid")}
         }

@@ -259,6 +259,14 @@ class GangJobTrigger(BaseTrigger):
             "podgroup_phase": gang.podgroup_phase if gang else None,
             "queue": gang.queue if gang else None,
             "message": message,
+            # What the task needs to wait on after a "progress" event, carried in the event
+            # itself: dag.test() resumes a task with the event alone, without the defer kwargs.
+            "wait": {
+                "wait_for": self.wait_for,
+                "gang_scheduling": self.gang_scheduling,
+                "admission_deadline": self.admission_deadline,
+                "execution_deadline": self.execution_deadline,
+            },
             "timeline": {
                 "submitted_at": self.submitted_at,
                 "admitted_at": self.admitted_at,
