@@ -411,8 +411,13 @@ class PyTorchJobOperator(BaseOperator):
         )
         lifecycle.delete_and_confirm(self.hook, name, namespace, uid)
         self._submitted = None
+        by = (
+            f"by queue {status.queue!r}"
+            if status.queue
+            else "(no gang scheduling: not every replica was bound)"
+        )
         raise GangAdmissionTimeout(
-            f"PyTorchJob {namespace}/{name} was not admitted by queue {status.queue!r} within "
+            f"PyTorchJob {namespace}/{name} was not admitted {by} within "
             f"{self.admission_timeout_seconds():.0f}s ({status.describe()}); "
             "it was deleted so a retry starts clean",
             name=name,

@@ -87,7 +87,7 @@ def nothing_left_behind(request: pytest.FixtureRequest) -> Iterator[None]:
     cluster: SimCluster = request.getfixturevalue("cluster")
     yield
     with cluster.api_client() as api:
-        empty = {"pytorchjobs": [], "podgroups": [], "pods": []}
+        empty: dict[str, list[str]] = {"pytorchjobs": [], "podgroups": [], "pods": []}
         eventually(
             lambda: leftovers(api) == empty, timeout=20, message=f"objects left behind: {leftovers(api)}"
         )
