@@ -69,3 +69,16 @@ def test_airflow_providers_list_shows_the_provider() -> None:
     assert providers["airflow-gang"]["version"] == __version__
     assert "kubernetes_default" not in result.stderr
     assert "already registered" not in result.stderr + result.stdout
+
+
+def test_airflow_providers_triggers_lists_the_gang_trigger() -> None:
+    result = _run(str(BIN / "airflow"), "providers", "triggers", "--output", "json")
+    assert result.returncode == 0, result.stderr
+    ours = [t for t in json.loads(result.stdout) if t["package_name"] == "airflow-gang"]
+    assert ours == [
+        {
+            "package_name": "airflow-gang",
+            "class": "airflow_gang.triggers.gang",
+            "integration_name": "Kubeflow PyTorchJob",
+        }
+    ]
