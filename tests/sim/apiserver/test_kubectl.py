@@ -46,7 +46,11 @@ def _debian_kubectl() -> str | None:
         return None
     CACHE.mkdir(parents=True, exist_ok=True)
     cached = sorted(Path("/var/cache/apt/archives").glob("kubernetes-client_*.deb"))
-    if not cached:
+    for refresh in (False, True):
+        if cached:
+            break
+        if refresh:  # a fresh machine has no package lists yet
+            subprocess.run(["apt-get", "update", "-qq"], capture_output=True, timeout=300, check=False)
         subprocess.run(
             ["apt-get", "download", "kubernetes-client"],
             cwd=CACHE,
