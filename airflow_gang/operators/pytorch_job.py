@@ -19,7 +19,13 @@ from typing import TYPE_CHECKING, Any, Literal
 from airflow.configuration import conf
 from airflow.sdk import BaseOperator
 
-from airflow_gang.exceptions import GangAdmissionTimeout, GangError, GangJobLost, GangSpecError
+from airflow_gang.exceptions import (
+    GangAdmissionTimeout,
+    GangError,
+    GangJobLost,
+    GangSpecError,
+    PyTorchJobFailed,
+)
 from airflow_gang.gang_state import GangPhase, GangStatus, gang_status, master_pod_name
 from airflow_gang.hooks.gang import GangJobHook
 from airflow_gang.naming import identity_labels, job_name
@@ -302,7 +308,9 @@ class PyTorchJobOperator(BaseOperator):
         if not self.wait_for_completion and not self.wait_for_admission:
             return lifecycle.result(job, "submitted", None, None)
 
-        submitted_at = _utc_now()
+        # The admission clock starts at the job's creation, also when an earlier try submitted it.
+        created = job["metadata"].get("creationTimestamp")
+        submitted_at = dt.datetime.fromisoformat(created.replace("Z", "+00:00")) if created else _utc_now()
         deadline = submitted_at + dt.timedelta(seconds=admission_timeout) if admission_timeout else None
         wait_for = "both" if self.wait_for_completion else "admission"
         if self.deferrable:
@@ -361,6 +369,44 @@ class PyTorchJobOperator(BaseOperator):
         return gang_status(current, podgroup, pods, gang_scheduling)
 
     def _wait_in_worker(
+        self,
+        context: Context,
+        job: JsonDict,
+        gang_scheduling: str,
+        wait_for: str,
+        deadline: dt.datetime | None,
+    ) -> JsonDict:
+        try:
+            return self._wait_loop(context, job, gang_scheduling, wait_for, deadline)
+        except (GangAdmissionTimeout, GangJobLost, PyTorchJobFailed):
+            raise  # these outcomes already cleaned up what they should
+        except BaseException:
+            # execution_timeout, a lost API connection, an interrupt: nobody will wait for the
+            # job any more, so it must not keep running and holding its gang's resources.
+            self._abandon(job)
+            raise
+
+    def _abandon(self, job: JsonDict) -> None:
+        metadata = job["metadata"]
+        self.log.warning(
+            "abandoning PyTorchJob %s/%s: deleting it and its PodGroup",
+            metadata["namespace"],
+            metadata["name"],
+        )
+        if self._log_follower is not None:
+            self._log_follower.stop(timeout=1.0)
+            self._log_follower = None
+        try:
+            lifecycle.delete_and_confirm(
+                self.hook, metadata["name"], metadata["namespace"], metadata.get("uid")
+            )
+        except GangError as error:  # keep the original failure; say what could not be cleaned
+            self.log.error(
+                "could not delete PyTorchJob %s/%s: %s", metadata["namespace"], metadata["name"], error
+            )
+        self._submitted = None
+
+    def _wait_loop(
         self,
         context: Context,
         job: JsonDict,
@@ -541,7 +587,9 @@ class PyTorchJobOperator(BaseOperator):
                 admitted_at=timeline.get("admitted_at"),
                 finished_at=timeline.get("finished_at"),
             )
-        self._cleanup(job, succeeded=False)
+        # The task gives up on a job that may still run (execution_timeout, a broken wait):
+        # delete it whatever delete_on_finish says, or it would hold its GPUs with nobody waiting.
+        self._abandon(job)
         raise GangError(
             f"waiting for PyTorchJob {namespace}/{name} failed: {event.get('message')}",
             name=name,

@@ -222,3 +222,29 @@ def test_the_task_state_store_holds_the_job_identity_and_live_progress(
     assert progress["phase"] in {"queued", "admitted", "running", "succeeded"}
     assert progress["queue"] == "default"
     assert progress["replicas"] == 2
+
+
+TIMEOUT_DAG = """
+import datetime as dt
+from airflow.sdk import DAG
+from airflow_gang.operators.pytorch_job import PyTorchJobOperator
+
+with DAG("__DAG_ID__", schedule=None, start_date=dt.datetime(2026, 1, 1), catchup=False) as dag:
+    PyTorchJobOperator(
+        task_id="train", image="ghcr.io/acme/train:1", workers=1, resources={"nvidia.com/gpu": 1},
+        deferrable=__DEFERRABLE__, poll_interval=0.2, execution_timeout=dt.timedelta(seconds=4),
+        pod_template={"metadata": {"annotations": {"sim.airflow-gang.io/duration": "120"}}},
+    )
+"""
+
+
+@MODES
+def test_execution_timeout_fails_the_task_and_deletes_the_running_job(
+    write_dag: Callable[..., Any], api: Any, capfd: pytest.CaptureFixture[str], deferrable: bool
+) -> None:
+    dag = write_dag(TIMEOUT_DAG, deferrable=deferrable)
+    started = dt.datetime.now(dt.UTC)
+    dag_run = dag.test()
+    assert task_states(dag_run) == {"train": "failed"}
+    assert dt.datetime.now(dt.UTC) - started < dt.timedelta(seconds=90), "the 120 s job was not waited for"
+    assert "deleting it and its PodGroup" in capfd.readouterr().out
