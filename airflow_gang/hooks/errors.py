@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 from airflow_gang.exceptions import GangApiError, GangCRDNotInstalled, GangPermissionError
 
-RBAC_HINT = "see deploy/rbac.yaml"
+RBAC_HINT = "airflow_gang.hooks.REQUIRED_PERMISSIONS lists every permission the provider needs"
 # kube-apiserver's RBAC denial: `<resource> "<name>" is forbidden: User "<who>" cannot <verb> ...`.
 _RBAC_DENIAL = re.compile(r'is forbidden: User ".*" cannot ', re.DOTALL)
 _WEBHOOK_DENIAL = "admission webhook "

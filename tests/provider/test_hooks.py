@@ -567,7 +567,10 @@ def test_rbac_403_names_verb_resource_namespace_and_the_fix() -> None:
     )
     message = str(error)
     assert 'cannot create pytorchjobs.kubeflow.org in namespace "ml"' in message
-    assert "in a Role bound to the Airflow service account; see deploy/rbac.yaml" in message
+    assert (
+        "in a Role bound to the Airflow service account; "
+        "airflow_gang.hooks.REQUIRED_PERMISSIONS lists every permission" in message
+    )
     assert 'User "system:serviceaccount:airflow:worker"' in message
 
 
