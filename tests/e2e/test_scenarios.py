@@ -656,11 +656,3 @@ def test_a_closed_queue_fails_the_task_with_a_clear_message(
     assert "GangSpecError" in output
     assert "queue='research' is Closed" in output
     assert "reopen it or pass another queue" in output
-
-
-@pytest.mark.skip(
-    reason="the simulator has no RBAC, so no 403 is reachable end to end; "
-    "the permission message is covered by the hook unit tests"
-)
-def test_a_forbidden_request_names_the_missing_permission() -> None:
-    """Placeholder for DESIGN.md's 403 case, documented as not reachable on the simulator."""
