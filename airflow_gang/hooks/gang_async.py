@@ -26,10 +26,10 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from kubernetes_asyncio.client.rest import RESTResponse
 
 from airflow_gang.exceptions import GangApiError
+from airflow_gang.gang_state import JOB_NAME_LABEL
 from airflow_gang.hooks.errors import ApiRequest, status_error, unreachable_error
 from airflow_gang.hooks.kinds import (
     EVENTS,
-    JOB_NAME_LABEL,
     KINDS_BY_NAME,
     POD_LOG_RESOURCE,
     PODGROUPS,

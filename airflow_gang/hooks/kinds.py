@@ -70,9 +70,6 @@ REQUIRED_PERMISSIONS: tuple[tuple[str, str, str], ...] = (
     ("", "events", "list"),
 )
 
-# Set by the training-operator on every replica pod (and service) of a job.
-JOB_NAME_LABEL = "training.kubeflow.org/job-name"
-
 
 def delete_options(propagation: str, uid: str | None) -> dict[str, Any]:
     """The ``DeleteOptions`` body: propagation policy and, with ``uid``, a uid precondition."""

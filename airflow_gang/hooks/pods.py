@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from kubernetes.watch.watch import iter_resp_lines
 
+from airflow_gang.gang_state import JOB_NAME_LABEL
 from airflow_gang.hooks.errors import ApiRequest, unreachable_error
-from airflow_gang.hooks.kinds import EVENTS, JOB_NAME_LABEL, POD_LOG_RESOURCE, PODS
+from airflow_gang.hooks.kinds import EVENTS, POD_LOG_RESOURCE, PODS
 from airflow_gang.hooks.retrying import CONNECTION_ERRORS, REQUEST_TIMEOUT
 
 if TYPE_CHECKING:

@@ -126,6 +126,26 @@ def _describe(error: BaseException) -> str:
     return f"HTTP {status} {getattr(error, 'reason', '')}".strip() if status else type(error).__name__
 
 
+def _log_retry(
+    log: RetryLog,
+    error: BaseException,
+    request: ApiRequest,
+    *,
+    delay: float,
+    attempt: int,
+    policy: RetryPolicy,
+) -> None:
+    log.warning(
+        "kubernetes API %s %s failed (%s); retrying in %.1fs (attempt %d of %d)",
+        request.verb,
+        request.target(),
+        _describe(error),
+        delay,
+        attempt + 1,
+        policy.attempts,
+    )
+
+
 def call_with_retries(call: Callable[[], T], request: ApiRequest, policy: RetryPolicy, log: RetryLog) -> T:
     """Run ``call`` (one API request), retrying transient failures per ``policy``.
 
@@ -141,15 +161,7 @@ def call_with_retries(call: Callable[[], T], request: ApiRequest, policy: RetryP
             return call()
         except (*API_EXCEPTIONS, *CONNECTION_ERRORS) as error:
             delay = next_delay(error, request, attempt, policy)
-            log.warning(
-                "kubernetes API %s %s failed (%s); retrying in %.1fs (attempt %d of %d)",
-                request.verb,
-                request.target(),
-                _describe(error),
-                delay,
-                attempt + 1,
-                policy.attempts,
-            )
+            _log_retry(log, error, request, delay=delay, attempt=attempt, policy=policy)
         time.sleep(delay)
 
 
@@ -164,13 +176,5 @@ async def acall_with_retries(
             return await call()
         except (*API_EXCEPTIONS, *CONNECTION_ERRORS) as error:
             delay = next_delay(error, request, attempt, policy)
-            log.warning(
-                "kubernetes API %s %s failed (%s); retrying in %.1fs (attempt %d of %d)",
-                request.verb,
-                request.target(),
-                _describe(error),
-                delay,
-                attempt + 1,
-                policy.attempts,
-            )
+            _log_retry(log, error, request, delay=delay, attempt=attempt, policy=policy)
         await asyncio.sleep(delay)
