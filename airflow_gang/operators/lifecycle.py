@@ -9,10 +9,11 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 from airflow_gang.exceptions import GangApiError, GangSpecError, PyTorchJobFailed
-from airflow_gang.gang_state import failing_replica, gang_status, last_true_condition
+from airflow_gang.gang_state import GangStatus, failing_replica, gang_status, last_true_condition
 from airflow_gang.hooks.gang import GangJobHook
 from airflow_gang.naming import MANAGED_BY_LABEL, MANAGED_BY_VALUE, identity_selector
 
@@ -47,14 +48,32 @@ def check_queue(hook: GangJobHook, queue: str) -> None:
         )
 
 
+def observe(
+    hook: GangJobHook, name: str, namespace: str, gang_scheduling: str, uid: str | None = None
+) -> tuple[GangStatus, JsonDict | None]:
+    """Read the job, its PodGroup and its pods once and decide where the gang stands.
+
+    With ``uid``, a job of the same name but another uid is someone else's: it counts as lost.
+    """
+    job = hook.get_pytorchjob(name, namespace)
+    if job is not None and uid is not None and job["metadata"].get("uid") != uid:
+        job = None
+    podgroup = hook.get_podgroup(name, namespace) if gang_scheduling != "disabled" else None
+    pods = hook.list_job_pods(name, namespace) if job is not None else []
+    return gang_status(job, podgroup, pods, gang_scheduling), job
+
+
+def is_live(job: JsonDict) -> bool:
+    """A job worth adopting: not finished (no true Succeeded/Failed) and not being deleted."""
+    condition = last_true_condition(job) or {}
+    return condition.get("type") not in ("Succeeded", "Failed") and not job["metadata"].get(
+        "deletionTimestamp"
+    )
+
+
 def find_live_job(hook: GangJobHook, namespace: str, identity: dict[str, str]) -> JsonDict | None:
     """A not-yet-finished job of this task instance from an earlier try, found by its labels."""
-    jobs = [
-        job
-        for job in hook.find_pytorchjobs(namespace, identity_selector(identity))
-        if gang_status(job, None, [], "disabled").finished is False
-        and not job["metadata"].get("deletionTimestamp")
-    ]
+    jobs = [job for job in hook.find_pytorchjobs(namespace, identity_selector(identity)) if is_live(job)]
     if len(jobs) > 1:
         names = ", ".join(sorted(job["metadata"]["name"] for job in jobs))
         raise GangApiError(
@@ -76,28 +95,27 @@ def submit(
     created_podgroup = False
     try:
         if podgroup is not None:
-            created_podgroup = _create_or_adopt(hook, "podgroup", podgroup, namespace, identity)
-        try:
-            created = hook.create_pytorchjob(job, namespace)
-            adopted = False
-        except GangApiError as error:
-            if error.status != 409:
-                raise
-            existing = hook.get_pytorchjob(name, namespace)
-            if existing is None or not is_ours(existing, identity):
-                raise GangApiError(
-                    f"PyTorchJob {namespace}/{name} already exists and was not submitted by this task; "
-                    "pass another job_name or delete it",
-                    status=409,
-                    verb="create",
-                    resource="pytorchjobs.kubeflow.org",
-                    name=name,
-                    namespace=namespace,
-                ) from error
-            created, adopted = existing, True
+            _, created_podgroup = _create_or_adopt(
+                "PodGroup",
+                "podgroups.scheduling.volcano.sh",
+                create=hook.create_podgroup,
+                get=hook.get_podgroup,
+                body=podgroup,
+                namespace=namespace,
+                identity=identity,
+            )
+        created, submitted = _create_or_adopt(
+            "PyTorchJob",
+            "pytorchjobs.kubeflow.org",
+            create=hook.create_pytorchjob,
+            get=hook.get_pytorchjob,
+            body=job,
+            namespace=namespace,
+            identity=identity,
+        )
         if podgroup is not None:
             hook.set_podgroup_owner(name, namespace, created)
-        return created, adopted
+        return created, not submitted
     except BaseException:
         if created_podgroup:
             hook.delete_podgroup(name, namespace)
@@ -105,27 +123,37 @@ def submit(
 
 
 def _create_or_adopt(
-    hook: GangJobHook, kind: str, body: JsonDict, namespace: str, identity: dict[str, str]
-) -> bool:
+    kind: str,
+    resource: str,
+    *,
+    create: Callable[[JsonDict, str], JsonDict],
+    get: Callable[[str, str], JsonDict | None],
+    body: JsonDict,
+    namespace: str,
+    identity: dict[str, str],
+) -> tuple[JsonDict, bool]:
+    """Create ``body``; on 409 adopt the existing object if it carries our identity labels.
+
+    Returns the object and whether this call created it.
+    """
     name = body["metadata"]["name"]
     try:
-        hook.create_podgroup(body, namespace)
-        return True
+        return create(body, namespace), True
     except GangApiError as error:
         if error.status != 409:
             raise
-        existing = hook.get_podgroup(name, namespace)
+        existing = get(name, namespace)
         if existing is None or not is_ours(existing, identity):
             raise GangApiError(
-                f"PodGroup {namespace}/{name} already exists and was not created by this task; pass another "
+                f"{kind} {namespace}/{name} already exists and was not created by this task; pass another "
                 "job_name or delete it",
                 status=409,
                 verb="create",
-                resource="podgroups.scheduling.volcano.sh",
+                resource=resource,
                 name=name,
                 namespace=namespace,
             ) from error
-        return False
+        return existing, False
 
 
 def delete_and_confirm(

@@ -26,7 +26,7 @@ from airflow_gang.exceptions import (
     GangSpecError,
     PyTorchJobFailed,
 )
-from airflow_gang.gang_state import GangPhase, GangStatus, gang_status, master_pod_name
+from airflow_gang.gang_state import GangPhase, GangStatus, master_pod_name
 from airflow_gang.hooks.gang import GangJobHook
 from airflow_gang.naming import identity_labels, job_name
 from airflow_gang.operators import lifecycle
@@ -328,16 +328,14 @@ class PyTorchJobOperator(BaseOperator):
         stored = self._state_store_get(context, STATE_STORE_JOB_KEY)
         if isinstance(stored, dict) and stored.get("name"):
             job = self.hook.get_pytorchjob(stored["name"], stored.get("namespace") or namespace)
-            if job is not None and job["metadata"].get("uid") == stored.get("uid"):
-                status = gang_status(job, None, [], "disabled")
-                if not status.finished and not job["metadata"].get("deletionTimestamp"):
-                    self.log.info(
-                        "reattaching to PyTorchJob %s/%s from an earlier attempt (uid %s)",
-                        job["metadata"]["namespace"],
-                        job["metadata"]["name"],
-                        stored["uid"],
-                    )
-                    return job
+            if job is not None and job["metadata"].get("uid") == stored.get("uid") and lifecycle.is_live(job):
+                self.log.info(
+                    "reattaching to PyTorchJob %s/%s from an earlier attempt (uid %s)",
+                    job["metadata"]["namespace"],
+                    job["metadata"]["name"],
+                    stored["uid"],
+                )
+                return job
         job = lifecycle.find_live_job(self.hook, namespace, identity)
         if job is not None:
             self.log.info(
@@ -360,13 +358,11 @@ class PyTorchJobOperator(BaseOperator):
     # --- waiting in the worker ----------------------------------------------------------------
 
     def _observe(self, job: JsonDict, gang_scheduling: str) -> GangStatus:
-        name, namespace = job["metadata"]["name"], job["metadata"]["namespace"]
-        current = self.hook.get_pytorchjob(name, namespace)
-        if current is not None and current["metadata"].get("uid") != job["metadata"]["uid"]:
-            current = None
-        podgroup = self.hook.get_podgroup(name, namespace) if gang_scheduling != "disabled" else None
-        pods = self.hook.list_job_pods(name, namespace) if current is not None else []
-        return gang_status(current, podgroup, pods, gang_scheduling)
+        metadata = job["metadata"]
+        status, _ = lifecycle.observe(
+            self.hook, metadata["name"], metadata["namespace"], gang_scheduling, metadata["uid"]
+        )
+        return status
 
     def _wait_in_worker(
         self,

@@ -16,7 +16,7 @@ from airflow.configuration import conf
 from airflow.sdk import BaseSensorOperator
 
 from airflow_gang.exceptions import GangError, GangJobLost
-from airflow_gang.gang_state import GangPhase, GangStatus, gang_status
+from airflow_gang.gang_state import GangPhase, GangStatus
 from airflow_gang.hooks.gang import GangJobHook
 from airflow_gang.operators import lifecycle
 from airflow_gang.triggers.gang import GangJobTrigger
@@ -57,12 +57,7 @@ class _GangJobSensor(BaseSensorOperator):
 
     def _status(self) -> tuple[GangStatus, dict[str, Any] | None]:
         namespace = self._namespace()
-        job = self.hook.get_pytorchjob(self.job_name, namespace)
-        podgroup = (
-            self.hook.get_podgroup(self.job_name, namespace) if self.gang_scheduling != "disabled" else None
-        )
-        pods = self.hook.list_job_pods(self.job_name, namespace) if job is not None else []
-        status = gang_status(job, podgroup, pods, self.gang_scheduling)
+        status, job = lifecycle.observe(self.hook, self.job_name, namespace, self.gang_scheduling)
         self.log.info("gang job %s/%s: %s", namespace, self.job_name, status.describe())
         return status, job
 
