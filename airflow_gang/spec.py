@@ -159,14 +159,14 @@ class GangJobSpec(BaseModel):
     def _check_consistency(self) -> GangJobSpec:
         replicas = 1 + self.effective_workers
         if self.min_available is not None and not 1 <= self.min_available <= replicas:
-            raise validation.custom_error(
+            raise validation.error(
                 f"min_available={self.min_available} is invalid: must be between 1 and the job's "
                 f"{replicas} replicas (1 Master + {self.effective_workers} Workers); leave it unset "
                 "to require the whole gang",
                 "min_available",
             )
         # Building once here turns every template/merge problem into a constructor error.
-        validation.check_built_job(self._build_job_body(), self)
+        validation.check_built_job(self._build_job_body())
         return self
 
     # --- derived values -------------------------------------------------------------------
@@ -226,7 +226,7 @@ class GangJobSpec(BaseModel):
         """
         validation.check_job_name(name, self.effective_workers)
         validation.check_namespace(namespace)
-        job = self._build_job_body(name, dict(labels or {}))
+        job = self._build_job_body(dict(labels or {}))
         metadata = job.setdefault("metadata", {})
         metadata["name"] = name
         metadata["namespace"] = namespace
@@ -274,13 +274,8 @@ class GangJobSpec(BaseModel):
             metadata["annotations"] = dict(self.annotations)
         return {"apiVersion": PODGROUP_API_VERSION, "kind": "PodGroup", "metadata": metadata, "spec": spec}
 
-    def gang_min_resources(self) -> dict[str, str]:
-        """``minResources`` of the gang: given, or summed from its first ``minMember`` pods."""
-        return self._min_resources_of(self._build_job_body()["spec"]["pytorchReplicaSpecs"])
-
-    def _build_job_body(
-        self, name: str = "job", extra_labels: dict[str, str] | None = None
-    ) -> dict[str, Any]:
+    def _build_job_body(self, extra_labels: dict[str, str] | None = None) -> dict[str, Any]:
+        """The job without name and namespace (``build_pytorchjob`` sets those)."""
         job = copy.deepcopy(self.job_template) if self.job_template else {}
         job["apiVersion"] = PYTORCHJOB_API_VERSION
         job["kind"] = "PyTorchJob"
@@ -297,7 +292,6 @@ class GangJobSpec(BaseModel):
         if self._set("nproc_per_node") and self.nproc_per_node is not None:
             spec["nprocPerNode"] = str(self.nproc_per_node)
         spec["runPolicy"] = self._build_run_policy(spec.get("runPolicy") or {}, built)
-        del name  # the name is applied by build_pytorchjob; the body does not depend on it
         return job
 
     def _build_replica(
@@ -377,7 +371,7 @@ class GangJobSpec(BaseModel):
         if self.gang_scheduling is GangScheduling.PROVIDER:
             scheduler = pod.get("schedulerName", VOLCANO_SCHEDULER)
             if scheduler != VOLCANO_SCHEDULER:
-                raise validation.custom_error(
+                raise validation.error(
                     f"pod_template sets spec.schedulerName={scheduler!r}, but gang_scheduling='provider' "
                     f"needs {VOLCANO_SCHEDULER!r}: remove schedulerName or use gang_scheduling='disabled'",
                     "pod_template",

@@ -54,9 +54,6 @@ def error(message: str, field: str | None = None) -> GangSpecError:
     return GangSpecError(message, field=field)
 
 
-custom_error = error
-
-
 def spec_error_from(validation_error: ValidationError) -> GangSpecError:
     """One `GangSpecError` for all problems pydantic found, each worded field=value: why (fix)."""
     problems: list[str] = []
@@ -385,7 +382,7 @@ def check_pull_secrets(value: Any) -> list[str]:
 # --- whole-job checks ------------------------------------------------------------------------
 
 
-def check_built_job(job: Mapping[str, Any], spec: Any) -> None:
+def check_built_job(job: Mapping[str, Any]) -> None:
     """Checks that need the merged manifest: image present, mounts backed by volumes."""
     for replica_type, replica in job["spec"]["pytorchReplicaSpecs"].items():
         pod = replica["template"].get("spec") or {}
