@@ -5,6 +5,8 @@ Shared by the embedded-cluster tests and the attach-mode test; manifests come fr
 
 from __future__ import annotations
 
+import time
+
 from kubernetes import client as k8s
 
 from airflow_gang.spec import GangJobSpec
@@ -61,3 +63,21 @@ def jobs_running(core: k8s.CoreV1Api) -> set[str]:
         for pod in core.list_namespaced_pod("default").items
         if pod.status.phase == "Running"
     }
+
+
+def run_to_completion(api: k8s.ApiClient, names: list[str], timeout: float) -> tuple[list[str | None], int]:
+    """Sample the jobs every 50 ms until all succeed (or ``timeout``).
+
+    Returns their final states and the most jobs ever seen with a Running pod at once.
+    """
+    core, custom = k8s.CoreV1Api(api), k8s.CustomObjectsApi(api)
+    most_running = 0
+    states: list[str | None] = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        most_running = max(most_running, len(jobs_running(core)))
+        states = [job_state(custom, name) for name in names]
+        if states.count("Succeeded") == len(names):
+            break
+        time.sleep(0.05)
+    return states, most_running

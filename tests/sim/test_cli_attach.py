@@ -11,7 +11,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,7 +18,7 @@ import pytest
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
-from tests.sim.seed import JOBS, job_state, jobs_running, seed_spec, submit
+from tests.sim.seed import JOBS, run_to_completion, seed_spec, submit
 from tests.waiting import eventually
 
 CLI = str(Path(sys.executable).parent / "airflow-gang")
@@ -78,16 +77,7 @@ def test_controllers_attached_to_a_separate_apiserver_run_the_seed_scenario(
             lambda: custom.get_cluster_custom_object("scheduling.volcano.sh", "v1beta1", "queues", "default"),
             timeout=30,
         )
-        names = submit(api, seed_spec("provider"))
-        most_running = 0
-        deadline = time.monotonic() + 90
-        states: list[str | None] = []
-        while time.monotonic() < deadline:
-            most_running = max(most_running, len(jobs_running(core)))
-            states = [job_state(custom, name) for name in names]
-            if states.count("Succeeded") == JOBS:
-                break
-            time.sleep(0.05)
+        states, most_running = run_to_completion(api, submit(api, seed_spec("provider")), timeout=90)
         assert states == ["Succeeded"] * JOBS, (tmp_path / "controllers.log").read_text()[-3000:]
         assert most_running == 1
     finally:

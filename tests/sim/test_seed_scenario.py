@@ -17,7 +17,7 @@ import pytest
 from kubernetes import client as k8s
 
 from airflow_gang.sim.cluster import SimCluster
-from tests.sim.seed import DURATION, JOBS, job_state, jobs_holding_gpus, jobs_running, seed_spec, submit
+from tests.sim.seed import DURATION, JOBS, job_state, jobs_holding_gpus, run_to_completion, seed_spec, submit
 from tests.waiting import eventually
 
 
@@ -51,15 +51,6 @@ def test_without_gang_scheduling_the_pool_deadlocks(cluster: SimCluster) -> None
 )
 def test_with_gang_scheduling_all_six_finish_one_at_a_time(cluster: SimCluster, mode: str) -> None:
     with cluster.api_client() as api:
-        core, custom = k8s.CoreV1Api(api), k8s.CustomObjectsApi(api)
-        names = submit(api, seed_spec(mode))
-        most_running = 0
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            most_running = max(most_running, len(jobs_running(core)))
-            states = [job_state(custom, name) for name in names]
-            if states.count("Succeeded") == JOBS:
-                break
-            time.sleep(0.05)
+        states, most_running = run_to_completion(api, submit(api, seed_spec(mode)), timeout=60)
         assert states == ["Succeeded"] * JOBS
         assert most_running == 1
