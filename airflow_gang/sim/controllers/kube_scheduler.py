@@ -9,7 +9,6 @@ none completely: the deadlock that gang scheduling exists to prevent.
 
 from __future__ import annotations
 
-import datetime as dt
 import itertools
 import logging
 from decimal import Decimal
@@ -17,6 +16,7 @@ from typing import ClassVar
 
 from airflow_gang.sim.controllers import capacity
 from airflow_gang.sim.controllers.client import ApiError, JsonDict, KubeClient
+from airflow_gang.sim.controllers.clock import rfc3339, utc_now
 from airflow_gang.sim.controllers.informer import Cache
 from airflow_gang.sim.controllers.kinds import EVENTS, NODES, PODS, PRIORITY_CLASSES, Kind
 from airflow_gang.sim.controllers.runner import Controller
@@ -24,10 +24,6 @@ from airflow_gang.sim.controllers.runner import Controller
 log = logging.getLogger(__name__)
 
 DEFAULT_SCHEDULER = "default-scheduler"
-
-
-def _timestamp() -> str:
-    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class KubeScheduler(Controller):
@@ -100,7 +96,7 @@ class KubeScheduler(Controller):
             "status": "False",
             "reason": "Unschedulable",
             "message": message,
-            "lastTransitionTime": _timestamp(),
+            "lastTransitionTime": rfc3339(utc_now()),
             "lastProbeTime": None,
         }
         others = [
@@ -129,8 +125,8 @@ class KubeScheduler(Controller):
                     "type": "Warning",
                     "source": {"component": DEFAULT_SCHEDULER},
                     "reportingComponent": DEFAULT_SCHEDULER,
-                    "firstTimestamp": _timestamp(),
-                    "lastTimestamp": _timestamp(),
+                    "firstTimestamp": rfc3339(utc_now()),
+                    "lastTimestamp": rfc3339(utc_now()),
                     "count": 1,
                 },
                 namespace,

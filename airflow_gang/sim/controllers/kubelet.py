@@ -42,11 +42,12 @@ import aiohttp
 
 from airflow_gang.sim.controllers import rendezvous
 from airflow_gang.sim.controllers.client import ApiError, JsonDict, KubeClient
+from airflow_gang.sim.controllers.clock import utc_now
 from airflow_gang.sim.controllers.informer import Cache, deep_get
 from airflow_gang.sim.controllers.kinds import PODS, PYTORCHJOBS, object_key
 from airflow_gang.sim.controllers.kubelet_node import NodeAgent
 from airflow_gang.sim.controllers.kubelet_pod import PodRun
-from airflow_gang.sim.controllers.kubelet_status import node_lost_status, utc_now
+from airflow_gang.sim.controllers.kubelet_status import node_lost_status
 
 log = logging.getLogger(__name__)
 

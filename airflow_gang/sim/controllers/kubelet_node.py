@@ -16,9 +16,10 @@ import time
 from collections.abc import Callable
 
 from airflow_gang.sim.controllers.client import ApiError, JsonDict, KubeClient
+from airflow_gang.sim.controllers.clock import utc_now
 from airflow_gang.sim.controllers.informer import Cache, deep_get
 from airflow_gang.sim.controllers.kinds import NODES
-from airflow_gang.sim.controllers.kubelet_status import node_conditions, node_object, utc_now
+from airflow_gang.sim.controllers.kubelet_status import node_conditions, node_object
 from airflow_gang.sim.controllers.runner import Controller
 
 log = logging.getLogger(__name__)

@@ -18,12 +18,12 @@ from typing import Literal, Protocol
 
 from airflow_gang.sim.controllers import rendezvous
 from airflow_gang.sim.controllers.client import ApiError, JsonDict, KubeClient
+from airflow_gang.sim.controllers.clock import rfc3339
 from airflow_gang.sim.controllers.informer import deep_get
 from airflow_gang.sim.controllers.kinds import EVENTS
 from airflow_gang.sim.controllers.kubelet_status import (
     main_container,
     parse_time,
-    rfc3339,
     running_status,
     terminated_state,
     terminated_status,

@@ -13,20 +13,14 @@ import hashlib
 from collections.abc import Mapping
 from typing import Any
 
+from airflow_gang.sim.controllers.clock import rfc3339
+
 JsonDict = dict[str, Any]
 HOST_IP = "127.0.0.1"
 KUBELET_VERSION = "v1.31.0-sim"
 # A node without these keys would make schedulers special-case "missing"; a sim node has them all.
 DEFAULT_CAPACITY = {"cpu": "8", "memory": "32Gi", "pods": "110", "nvidia.com/gpu": "0"}
 MAIN_CONTAINER = "pytorch"
-
-
-def utc_now() -> dt.datetime:
-    return dt.datetime.now(dt.UTC)
-
-
-def rfc3339(moment: dt.datetime) -> str:
-    return moment.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def parse_time(text: str | None) -> dt.datetime | None:

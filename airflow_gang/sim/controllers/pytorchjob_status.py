@@ -12,6 +12,8 @@ import datetime as dt
 import enum
 from typing import Any
 
+from airflow_gang.sim.controllers.clock import rfc3339
+
 JsonDict = dict[str, Any]
 
 KIND = "PyTorchJob"
@@ -39,15 +41,6 @@ class Reason(enum.StrEnum):
     SUSPENDED = f"{KIND}Suspended"
     RESUMED = f"{KIND}Resumed"
     FAILED = f"{KIND}Failed"
-
-
-def utc_now() -> dt.datetime:
-    return dt.datetime.now(dt.UTC)
-
-
-def rfc3339(moment: dt.datetime) -> str:
-    """metav1.Time's wire form: seconds precision, ``Z``."""
-    return moment.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def parse_time(text: Any) -> dt.datetime | None:

@@ -30,6 +30,7 @@ import time
 from collections.abc import Callable
 
 from airflow_gang.sim.controllers.client import ApiError, JsonDict, KubeClient
+from airflow_gang.sim.controllers.clock import utc_now
 from airflow_gang.sim.controllers.informer import Cache, deep_get
 from airflow_gang.sim.controllers.kinds import (
     PODGROUPS,
@@ -41,7 +42,6 @@ from airflow_gang.sim.controllers.kinds import (
     object_key,
 )
 from airflow_gang.sim.controllers.pytorchjob_resources import VOLCANO
-from airflow_gang.sim.controllers.pytorchjob_status import utc_now
 from airflow_gang.sim.controllers.runner import Controller
 from airflow_gang.sim.controllers.training_plan import JobPlan, PlanInputs, interleave, plan_job
 

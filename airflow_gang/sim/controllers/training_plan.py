@@ -33,6 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from airflow_gang.sim.controllers.clock import rfc3339
 from airflow_gang.sim.controllers.pytorchjob_resources import (
     build_pod,
     build_podgroup,
@@ -56,7 +57,6 @@ from airflow_gang.sim.controllers.pytorchjob_status import (
     parse_time,
     replica_status,
     resumed_message,
-    rfc3339,
     set_condition,
     suspended_message,
     update_conditions,

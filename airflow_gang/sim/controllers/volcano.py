@@ -17,6 +17,7 @@ from decimal import Decimal
 from typing import Any, ClassVar
 
 from airflow_gang.sim.controllers.client import ApiError, JsonDict, KubeClient
+from airflow_gang.sim.controllers.clock import rfc3339, utc_now
 from airflow_gang.sim.controllers.informer import Cache
 from airflow_gang.sim.controllers.kinds import EVENTS, NODES, PODGROUPS, PODS, PRIORITY_CLASSES, QUEUES, Kind
 from airflow_gang.sim.controllers.runner import Controller
@@ -29,14 +30,6 @@ DEFAULT_QUEUES: dict[str, JsonDict] = {
     "root": {"reclaimable": False, "weight": 1},
     "default": {"reclaimable": True, "weight": 1, "parent": "root"},
 }
-
-
-def utc_now() -> dt.datetime:
-    return dt.datetime.now(dt.UTC)
-
-
-def _timestamp(moment: dt.datetime) -> str:
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class Volcano(Controller):
@@ -143,7 +136,7 @@ class Volcano(Controller):
             conditions.append(
                 previous
                 if same
-                else {**condition, "transitionID": transition, "lastTransitionTime": _timestamp(now)}
+                else {**condition, "transitionID": transition, "lastTransitionTime": rfc3339(now)}
             )
         new_status = {**old, **status, "conditions": conditions}
         if not conditions:
@@ -179,7 +172,7 @@ class Volcano(Controller):
             "status": "False",
             "reason": "Unschedulable",
             "message": message,
-            "lastTransitionTime": _timestamp(now),
+            "lastTransitionTime": rfc3339(now),
             "lastProbeTime": None,
         }
         others = [c for c in conditions if c.get("type") != "PodScheduled"]
@@ -235,8 +228,8 @@ class Volcano(Controller):
             "type": event.type,
             "source": {"component": COMPONENT},
             "reportingComponent": COMPONENT,
-            "firstTimestamp": _timestamp(now),
-            "lastTimestamp": _timestamp(now),
+            "firstTimestamp": rfc3339(now),
+            "lastTimestamp": rfc3339(now),
             "count": 1,
         }
         try:
