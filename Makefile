@@ -2,18 +2,24 @@
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
-INSTALLED := $(VENV)/.installed-dev
+# Extras to install: `dev` for tests and linters; CI adds `train` (torch, scikit-learn) for the
+# real DDP example. EXTRAS=dev,train make test runs the training test too.
+EXTRAS ?= dev
+comma := ,
+INSTALLED := $(VENV)/.installed-$(subst $(comma),-,$(EXTRAS))
 export AIRFLOW_HOME ?= $(CURDIR)/.airflow
 
-.PHONY: test lint demo bench clean
+.PHONY: install test lint demo bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
 $(INSTALLED): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -e '.[$(EXTRAS)]'
 	touch $@
+
+install: $(INSTALLED)
 
 lint: $(INSTALLED)
 	$(BIN)/ruff check airflow_gang tests $(wildcard benchmarks)

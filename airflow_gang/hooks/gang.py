@@ -165,6 +165,32 @@ class GangJobHook(JobPodsMixin, KubernetesHook):
         """
         return self._delete(PYTORCHJOBS, name, namespace, propagation, uid)
 
+    def set_pytorchjob_suspended(self, name: str, namespace: str, suspended: bool) -> JsonDict:
+        """Suspend or resume a PyTorchJob (``spec.runPolicy.suspend``, training-operator >= 1.7).
+
+        A suspended job keeps its PodGroup (the provider's) but has no pods; resuming lets the
+        training-operator create them. Jobs submitted suspended and resumed together reach the
+        schedulers at the same moment (the `gang_vs_deadlock` example DAG does so).
+
+        :param name: job name.
+        :param namespace: job namespace.
+        :param suspended: True to suspend, False to resume.
+        """
+        patch = {"spec": {"runPolicy": {"suspend": suspended}}}
+        return self._call(
+            ApiRequest("patch", PYTORCHJOBS.resource, name, namespace),
+            lambda: self.custom_object_client.patch_namespaced_custom_object(
+                PYTORCHJOBS.group,
+                PYTORCHJOBS.version,
+                namespace,
+                PYTORCHJOBS.plural,
+                name,
+                patch,
+                _content_type="application/merge-patch+json",
+                _request_timeout=REQUEST_TIMEOUT,
+            ),
+        )
+
     # -- PodGroup and Queue --------------------------------------------------------------------
 
     def create_podgroup(self, body: JsonDict, namespace: str) -> JsonDict:

@@ -52,6 +52,8 @@ REQUIRED_PERMISSIONS: tuple[tuple[str, str, str], ...] = (
     ("kubeflow.org", "pytorchjobs", "list"),
     ("kubeflow.org", "pytorchjobs", "watch"),
     ("kubeflow.org", "pytorchjobs", "delete"),
+    # Only `GangJobHook.set_pytorchjob_suspended` (suspend/resume) patches jobs.
+    ("kubeflow.org", "pytorchjobs", "patch"),
     # Setting blockOwnerDeletion=true on the PodGroup's ownerReference to the job needs `update`
     # on the owner's finalizers where the OwnerReferencesPermissionEnforcement admission plugin
     # runs (OpenShift enables it by default).
