@@ -7,6 +7,7 @@ import json
 import sys
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 DEFAULT_KUBECONFIG = "sim.kubeconfig"
 _RESOURCE_ALIASES = {"gpu": "nvidia.com/gpu", "gpus": "nvidia.com/gpu", "mem": "memory"}
@@ -30,6 +31,18 @@ def parse_queue(text: str) -> tuple[str, dict[str, str] | None]:
             raise argparse.ArgumentTypeError(f"--queue {text!r}: each limit is RESOURCE:AMOUNT, e.g. gpu:4")
         limits[_RESOURCE_ALIASES.get(resource.strip(), resource.strip())] = amount.strip()
     return name, limits
+
+
+def parse_advertise_url(text: str) -> str:
+    """``https://kube-sim:6443``: the simulator serves HTTPS, so only https URLs with a host."""
+    parts = urlsplit(text)
+    try:
+        port_ok = parts.port is None or parts.port > 0
+    except ValueError:  # not a number, or out of range
+        port_ok = False
+    if parts.scheme != "https" or not parts.hostname or parts.path not in ("", "/") or not port_ok:
+        raise argparse.ArgumentTypeError(f"--advertise-url {text!r}: expected https://HOST[:PORT]")
+    return text.rstrip("/")
 
 
 def _add_topology(parser: argparse.ArgumentParser) -> None:
@@ -73,6 +86,21 @@ def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--kubeconfig", default=DEFAULT_KUBECONFIG, help=f"kubeconfig to write ({DEFAULT_KUBECONFIG})"
     )
+    parser.add_argument(
+        "--tls-san",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="extra DNS name or IP address for the serving certificate (repeatable)",
+    )
+    parser.add_argument(
+        "--advertise-url",
+        default=None,
+        type=parse_advertise_url,
+        metavar="URL",
+        help="server URL written into the kubeconfig, for clients reaching the cluster under another "
+        "name, e.g. https://kube-sim:6443 from other containers (its host joins the certificate)",
+    )
 
 
 def _topology(args: argparse.Namespace) -> dict[str, Any]:
@@ -100,7 +128,14 @@ def run_cluster(args: argparse.Namespace) -> int:
     from airflow_gang.sim.cluster import SimCluster
 
     kubeconfig = str(Path(args.kubeconfig).resolve())
-    cluster = SimCluster(port=args.port, host=args.host, kubeconfig_path=kubeconfig, **_topology(args))
+    cluster = SimCluster(
+        port=args.port,
+        host=args.host,
+        kubeconfig_path=kubeconfig,
+        tls_sans=args.tls_san,
+        advertise_url=args.advertise_url,
+        **_topology(args),
+    )
     cluster.start()
     try:
         names = cluster.topology.node_names()
@@ -108,6 +143,8 @@ def run_cluster(args: argparse.Namespace) -> int:
             f"simulated cluster ready: {len(names)} nodes x {args.gpus_per_node} GPUs, API at {cluster.url}",
             flush=True,
         )
+        if cluster.advertise_url != cluster.url:
+            print(f"advertised to clients as {cluster.advertise_url}", flush=True)
         print(f"kubeconfig: {kubeconfig}", flush=True)
         print(f"  kubectl:  export KUBECONFIG={kubeconfig}", flush=True)
         print(

@@ -123,6 +123,10 @@ class SimCluster:
     :param port: API server port (0 picks a free one).
     :param kubeconfig_path: where to write the kubeconfig (default: a temporary file).
     :param workdir: working directory of process-runtime pods.
+    :param tls_sans: extra DNS names or IP addresses for the API server's certificate.
+    :param advertise_url: the server URL written into the kubeconfig, for clients that reach
+        the API server under another name (``https://kube-sim:6443`` from other containers);
+        the controllers keep using the address reachable from this machine.
     """
 
     def __init__(
@@ -142,6 +146,8 @@ class SimCluster:
         kubeconfig_path: str | Path | None = None,
         workdir: str | None = None,
         auth: bool = True,
+        tls_sans: Iterable[str] = (),
+        advertise_url: str | None = None,
     ) -> None:
         self.topology = Topology(
             nodes=nodes,
@@ -159,6 +165,8 @@ class SimCluster:
         self._host = host
         self._kubeconfig_path = kubeconfig_path
         self._auth = auth
+        self._tls_sans = tuple(tls_sans)
+        self._advertise_url = advertise_url
         self.apiserver: ApiServerHandle | None = None
         self.controllers: ControllerManager | None = None
 
@@ -174,13 +182,25 @@ class SimCluster:
             raise RuntimeError("the cluster is not running")
         return self.apiserver.url
 
+    @property
+    def advertise_url(self) -> str:
+        """The server URL in the kubeconfig (``url`` unless ``advertise_url`` was given)."""
+        if self.apiserver is None:
+            raise RuntimeError("the cluster is not running")
+        return self.apiserver.advertise_url
+
     def start(self, timeout: float = 30.0) -> SimCluster:
         self.apiserver = start_apiserver(
-            port=self._port, host=self._host, kubeconfig_path=self._kubeconfig_path, auth=self._auth
+            port=self._port,
+            host=self._host,
+            kubeconfig_path=self._kubeconfig_path,
+            auth=self._auth,
+            tls_hosts=self._tls_sans,
+            advertise_url=self._advertise_url,
         )
         try:
             self.controllers = ControllerManager(
-                self.apiserver.kubeconfig_path, controller_factories(self.topology)
+                self.apiserver.local_kubeconfig_path, controller_factories(self.topology)
             )
             self.controllers.start(timeout)
             self._wait_ready(timeout)
@@ -214,8 +234,14 @@ class SimCluster:
                 time.sleep(0.05)
 
     def api_client(self) -> k8s.ApiClient:
-        """A new official ``kubernetes`` ApiClient for this cluster (close it, or use ``with``)."""
-        return k8s_config.new_client_from_config(config_file=self.kubeconfig_path)
+        """A new official ``kubernetes`` ApiClient for this cluster (close it, or use ``with``).
+
+        It reaches the API server from this machine, also when the kubeconfig advertises
+        another address.
+        """
+        if self.apiserver is None:
+            raise RuntimeError("the cluster is not running: call start() or use it as a context manager")
+        return k8s_config.new_client_from_config(config_file=self.apiserver.local_kubeconfig_path)
 
     def stop(self) -> None:
         if self.controllers is not None:

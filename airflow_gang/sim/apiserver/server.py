@@ -6,6 +6,11 @@ real control plane reached from the same machine: HTTPS with a CA made at startu
 certificate is in the kubeconfig; Go clients such as kubectl send tokens only over TLS), a
 random bearer token, and 127.0.0.1 only. ``tls=False`` serves plain HTTP (then kubectl needs
 ``auth=False`` too, since it will not send the token over HTTP).
+
+Reached from elsewhere (another container, ``https://kube-sim:6443``), the server binds a wider
+interface and ``advertise_url`` names the address clients use: the written kubeconfig carries it
+and its host goes into the certificate, while a second kubeconfig (``local_kubeconfig_path``)
+keeps the address reachable from this machine for in-process clients such as the controllers.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from types import TracebackType
 from typing import Any
+from urllib.parse import urlsplit
 
 import uvicorn
 import yaml
@@ -82,6 +88,8 @@ class ApiServerHandle:
         kubeconfig_path: str,
         temp_dir: tempfile.TemporaryDirectory[str],
         ca_pem: bytes | None,
+        advertise_url: str | None = None,
+        local_kubeconfig_path: str | None = None,
     ):
         self._server = server
         self._thread = thread
@@ -91,6 +99,11 @@ class ApiServerHandle:
         self.kubeconfig_path = kubeconfig_path
         self._temp_dir: tempfile.TemporaryDirectory[str] | None = temp_dir
         self.ca_pem = ca_pem
+        # What the written kubeconfig tells clients; ``url`` is where the server listens.
+        self.advertise_url = advertise_url or url
+        # A kubeconfig reaching the server from this machine (the written one may name a host,
+        # such as a compose service, that only other machines resolve).
+        self.local_kubeconfig_path = local_kubeconfig_path or kubeconfig_path
 
     @property
     def running(self) -> bool:
@@ -134,6 +147,7 @@ def start_apiserver(
     bookmark_interval: float = 60.0,
     watch_queue_size: int = 10_000,
     startup_timeout: float = 15.0,
+    advertise_url: str | None = None,
 ) -> ApiServerHandle:
     """Start an API server on a background thread and write its kubeconfig.
 
@@ -151,7 +165,12 @@ def start_apiserver(
     :param event_window: retained events; older resourceVersions get 410 Expired.
     :param bookmark_interval: seconds between BOOKMARKs on idle watches that allow them.
     :param watch_queue_size: events a watcher may lag behind before it is closed.
+    :param advertise_url: the server URL written into the kubeconfig when clients reach the
+        server under another address (``https://kube-sim:6443`` from other containers); its
+        host joins the certificate's names. The handle's ``local_kubeconfig_path`` then points
+        at a second kubeconfig with the address reachable from this machine.
     """
+    advertised_host = _advertised_host(advertise_url, tls) if advertise_url else None
     if auth and token is None:
         token = secrets.token_urlsafe(32)
     if not auth:
@@ -181,6 +200,8 @@ def start_apiserver(
     ca_pem = None
     if tls:
         names = ["127.0.0.1", "::1", "localhost", host, *tls_hosts]
+        if advertised_host:
+            names.append(advertised_host)
         if host in ("0.0.0.0", "::"):
             names.append(socket.gethostname())
         certificate = make_serving_certificate(names)
@@ -214,7 +235,12 @@ def start_apiserver(
         time.sleep(0.01)
     if kubeconfig_path is None:
         kubeconfig_path = Path(temp_dir.name) / "kubeconfig"
-    written = write_kubeconfig(kubeconfig_path, url, token, ca_pem)
+    written = write_kubeconfig(kubeconfig_path, advertise_url or url, token, ca_pem)
+    local_kubeconfig = None
+    if advertise_url:
+        local_kubeconfig = write_kubeconfig(
+            Path(temp_dir.name) / "local-kubeconfig", _local_url(url, host, bound_port, tls), token, ca_pem
+        )
     return ApiServerHandle(
         server,
         thread=thread,
@@ -224,4 +250,24 @@ def start_apiserver(
         kubeconfig_path=written,
         temp_dir=temp_dir,
         ca_pem=ca_pem,
+        advertise_url=advertise_url,
+        local_kubeconfig_path=local_kubeconfig,
     )
+
+
+def _advertised_host(advertise_url: str, tls: bool) -> str:
+    """The host of ``advertise_url``, after checking it is a URL of this server's scheme."""
+    parts = urlsplit(advertise_url)
+    scheme = "https" if tls else "http"
+    if parts.scheme != scheme or not parts.hostname:
+        raise ValueError(f"advertise_url {advertise_url!r}: expected {scheme}://HOST[:PORT]")
+    return parts.hostname
+
+
+def _local_url(url: str, host: str, port: int, tls: bool) -> str:
+    """``url``, with a wildcard bind address replaced by the loopback address."""
+    if host in ("0.0.0.0", ""):
+        return f"{'https' if tls else 'http'}://127.0.0.1:{port}"
+    if host == "::":
+        return f"{'https' if tls else 'http'}://[::1]:{port}"
+    return url
