@@ -22,7 +22,7 @@ $(INSTALLED): pyproject.toml | $(BIN)/python
 install: $(INSTALLED)
 
 lint: $(INSTALLED)
-	$(BIN)/ruff check airflow_gang tests $(wildcard benchmarks)
+	$(BIN)/ruff check airflow_gang tests dags examples $(wildcard benchmarks scripts)
 	$(BIN)/mypy airflow_gang
 	$(BIN)/lint-imports
 

@@ -78,6 +78,8 @@ class RunPolicy(BaseModel):
     backoff_limit: int | None = Field(default=None, ge=0, alias="backoffLimit")
     active_deadline_seconds: int | None = Field(default=None, ge=1, alias="activeDeadlineSeconds")
     ttl_seconds_after_finished: int | None = Field(default=None, ge=0, alias="ttlSecondsAfterFinished")
+    # Submit the job suspended (training-operator >= 1.7): it gets no pods until resumed.
+    suspend: bool | None = Field(default=None, alias="suspend")
 
     def to_wire(self) -> dict[str, Any]:
         return self.model_dump(mode="json", by_alias=True, exclude_none=True)

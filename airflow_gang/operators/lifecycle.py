@@ -219,7 +219,14 @@ def _parse_time(value: str | None) -> dt.datetime | None:
     return dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
 
 
-def result(job: JsonDict, state: str, admitted_at: str | None, finished_at: str | None) -> JsonDict:
+def result(
+    job: JsonDict,
+    state: str,
+    admitted_at: str | None,
+    finished_at: str | None,
+    *,
+    metrics: dict[str, float] | None = None,
+) -> JsonDict:
     """The task's return value: small, JSON-serialisable, the same shape on every path."""
     metadata = job.get("metadata") or {}
     status = job.get("status") or {}
@@ -248,4 +255,5 @@ def result(job: JsonDict, state: str, admitted_at: str | None, finished_at: str 
         else None,
         "run_seconds": round((finished - admitted).total_seconds(), 3) if finished and admitted else None,
         "replicas": replicas,
+        "metrics": dict(metrics or {}),
     }

@@ -28,6 +28,7 @@ from airflow_gang.exceptions import (
 )
 from airflow_gang.gang_state import GangPhase, GangStatus, master_pod_name
 from airflow_gang.hooks.gang import GangJobHook
+from airflow_gang.metrics import parse_metrics
 from airflow_gang.naming import identity_labels, job_name
 from airflow_gang.operators import lifecycle
 from airflow_gang.operators.log_follower import LogFollower
@@ -109,6 +110,8 @@ class PyTorchJobOperator(BaseOperator):
     :param report_progress: keep the task state store's ``progress`` entry current (phase,
         queue, replicas bound). While deferred this costs one short return to a worker per
         phase change (queued, admitted, running), because the triggerer cannot write the store.
+    :param collect_metrics: put the ``name=value`` pairs of the master's last ``log_tail_lines``
+        log lines (Katib's StdOut format, e.g. ``accuracy=0.97``) into the result's ``metrics``.
     """
 
     template_fields: Sequence[str] = (
@@ -134,6 +137,7 @@ class PyTorchJobOperator(BaseOperator):
         "kubernetes_conn_id",
         "workers",
         "min_available",
+        "gang_scheduling",
     )
     template_fields_renderers = {
         "env": "json",
@@ -184,6 +188,7 @@ class PyTorchJobOperator(BaseOperator):
         poll_interval: float = 10.0,
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         report_progress: bool = True,
+        collect_metrics: bool = True,
         **kwargs: Any,
     ) -> None:
         if executor_queue is not None:
@@ -228,6 +233,7 @@ class PyTorchJobOperator(BaseOperator):
         self.poll_interval = poll_interval
         self.deferrable = deferrable
         self.report_progress = report_progress
+        self.collect_metrics = collect_metrics
         self._submitted: JsonDict | None = None
         self._log_follower: LogFollower | None = None
 
@@ -605,6 +611,7 @@ class PyTorchJobOperator(BaseOperator):
     ) -> JsonDict:
         name, namespace = job["metadata"]["name"], job["metadata"]["namespace"]
         current = self._current(job)
+        tail: str | None = None
         if self._log_follower is not None:
             self._log_follower.stop()  # streamed live: the log is already in the task log
             self._log_follower = None
@@ -616,7 +623,12 @@ class PyTorchJobOperator(BaseOperator):
             error = lifecycle.failure_error(self.hook, name, namespace, self.log_tail_lines)
             self._cleanup(current, succeeded=False)
             raise error
-        value = lifecycle.result(current, state, admitted_at, finished_at)
+        metrics: dict[str, float] = {}
+        if self.collect_metrics:
+            if tail is None:
+                tail = lifecycle.log_tail(self.hook, master_pod_name(name), namespace, self.log_tail_lines)
+            metrics = parse_metrics(tail)
+        value = lifecycle.result(current, state, admitted_at, finished_at, metrics=metrics)
         self.log.info(
             "PyTorchJob %s/%s %s: queued %ss, ran %ss",
             namespace,

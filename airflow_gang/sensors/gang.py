@@ -2,7 +2,9 @@
 
 Both poke once (one cheap read of job, PodGroup and pods) and, when ``deferrable``, hand the rest
 of the wait to `GangJobTrigger`. They use the same decision as the operator
-(`airflow_gang.gang_state.gang_status`).
+(`airflow_gang.gang_state.gang_status`). With ``admission_timeout`` they also enforce the
+operator's queue deadline, counted from the job's creation: a job still queued then is deleted
+(with its PodGroup and pods, so nothing keeps holding GPUs) and `GangAdmissionTimeout` raised.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from airflow.configuration import conf
 from airflow.sdk import BaseSensorOperator
 
-from airflow_gang.exceptions import GangError, GangJobLost
+from airflow_gang.exceptions import GangAdmissionTimeout, GangError, GangJobLost, GangSpecError
 from airflow_gang.gang_state import GangPhase, GangStatus
 from airflow_gang.hooks.gang import GangJobHook
 from airflow_gang.operators import lifecycle
@@ -26,7 +28,13 @@ if TYPE_CHECKING:
 
 
 class _GangJobSensor(BaseSensorOperator):
-    template_fields: Sequence[str] = ("job_name", "namespace", "kubernetes_conn_id")
+    template_fields: Sequence[str] = (
+        "job_name",
+        "namespace",
+        "kubernetes_conn_id",
+        "gang_scheduling",
+        "admission_timeout",
+    )
     wait_for: ClassVar[str] = "completion"
 
     def __init__(
@@ -36,6 +44,7 @@ class _GangJobSensor(BaseSensorOperator):
         namespace: str | None = None,
         kubernetes_conn_id: str = "kubernetes_default",
         gang_scheduling: str = "provider",
+        admission_timeout: dt.timedelta | float | None = None,
         log_tail_lines: int = 100,
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         **kwargs: Any,
@@ -45,6 +54,7 @@ class _GangJobSensor(BaseSensorOperator):
         self.namespace = namespace
         self.kubernetes_conn_id = kubernetes_conn_id
         self.gang_scheduling = gang_scheduling
+        self.admission_timeout = admission_timeout
         self.log_tail_lines = log_tail_lines
         self.deferrable = deferrable
 
@@ -64,14 +74,57 @@ class _GangJobSensor(BaseSensorOperator):
     def _done(self, status: GangStatus) -> bool:
         raise NotImplementedError
 
+    def _admission_timeout_seconds(self) -> float | None:
+        value: Any = self.admission_timeout
+        if value in (None, "", "None"):
+            return None
+        try:  # a templated value arrives as text
+            seconds = value.total_seconds() if isinstance(value, dt.timedelta) else float(value)
+        except (TypeError, ValueError):
+            seconds = 0.0
+        if seconds <= 0:
+            raise GangSpecError(
+                f"admission_timeout={value!r} is invalid: must be a positive number of seconds or a "
+                "timedelta (None waits forever)",
+                field="admission_timeout",
+            )
+        return seconds
+
+    def _admission_deadline(self, job: dict[str, Any] | None) -> dt.datetime | None:
+        """Creation time + ``admission_timeout``: the operator's clock, whoever waits."""
+        seconds = self._admission_timeout_seconds()
+        created = ((job or {}).get("metadata") or {}).get("creationTimestamp")
+        if seconds is None or not created:
+            return None
+        return dt.datetime.fromisoformat(created.replace("Z", "+00:00")) + dt.timedelta(seconds=seconds)
+
+    def _timed_out(self, namespace: str, status: GangStatus, detail: str) -> GangAdmissionTimeout:
+        return GangAdmissionTimeout(
+            f"PyTorchJob {namespace}/{self.job_name} was not admitted within "
+            f"{self._admission_timeout_seconds():.0f}s of its creation ({detail}); "
+            "it was deleted so its pods hold no resources",
+            name=self.job_name,
+            namespace=namespace,
+            queue=status.queue,
+            waited_seconds=self._admission_timeout_seconds(),
+            reason=status.message or None,
+        )
+
     def poke(self, context: Context) -> bool:
-        status, _ = self._status()
+        status, job = self._status()
+        namespace = self._namespace()
         if status.phase is GangPhase.LOST:
             raise GangJobLost(
-                f"PyTorchJob {self._namespace()}/{self.job_name} does not exist",
+                f"PyTorchJob {namespace}/{self.job_name} does not exist",
                 name=self.job_name,
-                namespace=self._namespace(),
+                namespace=namespace,
             )
+        deadline = self._admission_deadline(job)
+        if deadline is not None and not status.admitted and dt.datetime.now(dt.UTC) >= deadline:
+            self.log.warning("gang not admitted in time: deleting PyTorchJob %s/%s", namespace, self.job_name)
+            uid = (job or {}).get("metadata", {}).get("uid")
+            lifecycle.delete_and_confirm(self.hook, self.job_name, namespace, uid)
+            raise self._timed_out(namespace, status, status.describe())
         return self._done(status)
 
     def execute(self, context: Context) -> Any:
@@ -79,18 +132,23 @@ class _GangJobSensor(BaseSensorOperator):
             return super().execute(context)
         if self.poke(context):
             return None
-        _, job = self._status()
+        status, job = self._status()
         deadline = None
         if self.timeout:
             deadline = (dt.datetime.now(dt.UTC) + dt.timedelta(seconds=float(self.timeout))).isoformat()
+        admission_deadline = None if status.admitted else self._admission_deadline(job)
+        wait_for = self.wait_for
+        if admission_deadline is not None and wait_for == "completion":
+            wait_for = "both"  # the trigger then also enforces the queue deadline
         trigger = GangJobTrigger(
             name=self.job_name,
             namespace=self._namespace(),
             uid=(job or {}).get("metadata", {}).get("uid", ""),
-            wait_for=self.wait_for,  # type: ignore[arg-type]
+            wait_for=wait_for,  # type: ignore[arg-type]
             gang_scheduling=self.gang_scheduling,
+            admission_deadline=admission_deadline.isoformat() if admission_deadline else None,
             execution_deadline=deadline,
-            admitted_at=None if self.wait_for == "admission" else "unknown",
+            admitted_at=None if wait_for in ("admission", "both") else "unknown",
             poll_interval=float(self.poke_interval),
             kubernetes_conn_id=self.kubernetes_conn_id,
             hook_kwargs=self.hook.async_hook_kwargs(),
@@ -106,6 +164,14 @@ class _GangJobSensor(BaseSensorOperator):
             raise lifecycle.failure_error(self.hook, self.job_name, event["namespace"], self.log_tail_lines)
         if status in ("admitted", "succeeded"):
             return
+        if status == "admission_timeout":
+            raise GangAdmissionTimeout(
+                f"PyTorchJob {event.get('namespace')}/{self.job_name} was not admitted in time "
+                f"({event.get('message')}); it was deleted so its pods hold no resources",
+                name=self.job_name,
+                namespace=event.get("namespace"),
+                waited_seconds=self._admission_timeout_seconds(),
+            )
         raise GangError(
             f"waiting for PyTorchJob {event.get('namespace')}/{self.job_name} failed: {event.get('message')}",
             name=self.job_name,
@@ -119,6 +185,8 @@ class GangAdmissionSensor(_GangJobSensor):
     :param job_name: the PyTorchJob (XCom ``job_name`` of `PyTorchJobOperator`).
     :param namespace: default: the connection's, else ``default``.
     :param gang_scheduling: how the job was submitted (``disabled`` counts bound replicas).
+    :param admission_timeout: seconds (or timedelta) from the job's creation; a job still queued
+        then is deleted and `GangAdmissionTimeout` raised. Default None: wait for the queue.
     """
 
     wait_for: ClassVar[str] = "admission"
@@ -132,6 +200,9 @@ class PyTorchJobSensor(_GangJobSensor):
 
     :param job_name: the PyTorchJob (XCom ``job_name`` of `PyTorchJobOperator`).
     :param namespace: default: the connection's, else ``default``.
+    :param gang_scheduling: how the job was submitted (``disabled`` counts bound replicas).
+    :param admission_timeout: as for `GangAdmissionSensor`: a job not admitted this long after
+        its creation is deleted and `GangAdmissionTimeout` raised.
     """
 
     FAILURE_STATES: ClassVar[tuple[GangPhase, ...]] = (GangPhase.FAILED,)

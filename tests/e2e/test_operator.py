@@ -72,8 +72,10 @@ def test_a_job_succeeds_with_its_result_xcoms_and_master_log(
         "queued_seconds",
         "run_seconds",
         "replicas",
+        "metrics",
     }
     assert result["state"] == "succeeded"
+    assert result["metrics"] == {"loss": 0.31, "accuracy": 0.97}
     assert result["namespace"] == "default"
     assert result["queue"] == "default"
     assert result["podgroup"] == result["name"]

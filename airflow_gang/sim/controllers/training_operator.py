@@ -10,8 +10,8 @@ and a rejected create (say the PodGroup webhook refusing a closed queue) is logg
 later, as the real operator does. Deadlines and TTLs are re-checked by the period and a timer,
 against the injected clock.
 
-Jobs submitted together get their pods together: a job that has no pods yet waits until no
-other new job has shown up for ``batch_window`` seconds (at most ``BATCH_LIMIT`` after the
+Jobs submitted (or resumed from suspension) together get their pods together: a job that has no
+pods yet waits until no other new job has shown up for ``batch_window`` seconds (at most ``BATCH_LIMIT`` after the
 first of them), and then the pods of all waiting jobs are created round-robin. A client that
 submits six jobs in a loop thus meets the same interleaving the real operator's parallel
 workers produce, every time, instead of winning or losing a race against this loop.
@@ -114,7 +114,7 @@ class TrainingOperator(Controller):
                 cache[kind].subscribe(self.wakeup.set)
         self.batch_window = batch_window
         self._restarts: dict[str, int] = {}
-        self._first_seen: dict[str, float] = {}  # job uid -> when this operator first saw it
+        self._first_seen: dict[str, float] = {}  # job uid -> when first seen unsuspended
         self._timer: asyncio.TimerHandle | None = None
         self._reported: dict[tuple[str, str, str], str] = {}
 
@@ -162,7 +162,12 @@ class TrainingOperator(Controller):
         """The jobs whose first pods wait for more jobs submitted together (see the module doc)."""
         moment = time.monotonic()
         for job, _ in plans:
-            self._first_seen.setdefault(_uid(job), moment)
+            if deep_get(job, "spec", "runPolicy", "suspend"):
+                # A suspended job is not yet submitted as far as its pods go: jobs resumed
+                # together get their pods together, like jobs created together.
+                self._first_seen.pop(_uid(job), None)
+            else:
+                self._first_seen.setdefault(_uid(job), moment)
         fresh = {_uid(job) for job, plan in plans if plan.create_pods and not pods.get(_uid(job))}
         if not fresh or self.batch_window <= 0:
             return set()

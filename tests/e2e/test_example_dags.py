@@ -1,0 +1,190 @@
+"""The example DAGs of ``dags/``, run with ``dag.test()`` against the embedded cluster.
+
+Airflow 3.3's ``dag.test()`` needs the DAG file inside ``[core] dags_folder``: each test copies
+the repository's file there, keeping its name, so the DAG ids are the ones users see.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import importlib.util
+import itertools
+import json
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e.conftest import task_states
+
+pytestmark = pytest.mark.usefixtures("kube_connection")
+
+REPO_DAGS = Path(__file__).resolve().parents[2] / "dags"
+DAGS_FOLDER = Path(os.environ["AIRFLOW__CORE__DAGS_FOLDER"])
+
+
+@pytest.fixture
+def example_dag(airflow_db: None) -> Callable[[str], Any]:
+    """Copy ``dags/<name>.py`` into the DAGs folder and return its ``dag`` object."""
+
+    def load(name: str) -> Any:
+        target = DAGS_FOLDER / f"{name}.py"
+        shutil.copyfile(REPO_DAGS / f"{name}.py", target)
+        spec = importlib.util.spec_from_file_location(f"example_{name}", target)
+        assert spec is not None
+        assert spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module.dag
+
+    return load
+
+
+def run_report(tmp_path: Path) -> tuple[list[dict[str, Any]], str]:
+    (folder,) = (tmp_path / "airflow-gang").iterdir()
+    svg = (folder / "timeline.svg").read_text()
+    return json.loads((folder / "timeline.json").read_text()), svg
+
+
+def test_gang_vs_deadlock_with_gang_scheduling_runs_all_six_one_after_another(
+    example_dag: Callable[[str], Any], tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    dag = example_dag("gang_vs_deadlock")
+    dag_run = dag.test(
+        run_conf={"gang_scheduling": "provider", "train_seconds": 1, "report_dir": str(tmp_path)}
+    )
+    states = task_states(dag_run)
+    assert str(dag_run.state) == "success", states
+    assert set(states.values()) == {"success"}
+    assert len([task for task in states if task.startswith("train[")]) == 6
+    jobs, svg = run_report(tmp_path)
+    assert [job["state"] for job in jobs] == ["succeeded"] * 6
+    # One pool, one gang at a time: no two jobs ever ran at the same time ...
+    spans = sorted((job["admitted_at"], job["finished_at"]) for job in jobs)
+    for (_, first_end), (second_start, _) in itertools.pairwise(spans):
+        assert first_end <= second_start
+    # ... so all but the first waited in the queue, each longer than the one before.
+    waits = sorted(job["queue_wait_seconds"] for job in jobs)
+    assert waits[-1] > 4 * 1.0
+    assert svg.count("<rect") >= 12
+    output = capfd.readouterr().out
+    assert "queue wait" in output
+    assert "timeline chart:" in output
+
+
+def test_gang_vs_deadlock_without_gang_scheduling_deadlocks_and_reports_it(
+    example_dag: Callable[[str], Any], tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    dag = example_dag("gang_vs_deadlock")
+    dag_run = dag.test(
+        run_conf={
+            "gang_scheduling": "disabled",
+            "train_seconds": 1,
+            "admission_timeout": 15,
+            "report_dir": str(tmp_path),
+        }
+    )
+    states = task_states(dag_run)
+    output = capfd.readouterr().out
+    trains = {task: state for task, state in states.items() if task.startswith("train[")}
+    # Four jobs each hold one GPU and wait for their workers: nobody can start. The admission
+    # timeout deletes the stuck jobs; the last ones may get a whole gang from the GPUs freed.
+    assert list(trains.values()).count("failed") >= 4, states
+    assert "GangAdmissionTimeout" in output
+    assert "was not admitted within 15s of its creation" in output
+    jobs, svg = run_report(tmp_path)
+    timed_out = [job for job in jobs if job["state"] == "timed out"]
+    assert len(timed_out) == list(trains.values()).count("failed")
+    assert all(job["state"] == "succeeded" for job in jobs if job not in timed_out)
+    # The report names the deadlock and fails the run; the cleanup teardown still ran.
+    assert states["report"] == "failed"
+    assert f"{len(timed_out)} of 6 jobs did not succeed with gang_scheduling=disabled" in output
+    assert states["cleanup"] == "success"
+    assert str(dag_run.state) == "failed"
+    assert svg.count('fill="#e8a33d"><title>') == len(timed_out)  # one orange bar per victim
+
+
+def xcom(dag_run: Any, task_id: str, map_index: int = -1) -> Any:
+    """A task's return value, read from the metadata database."""
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    with create_session() as session:
+        row = session.scalars(
+            select(XComModel).where(
+                XComModel.dag_id == dag_run.dag_id,
+                XComModel.run_id == dag_run.run_id,
+                XComModel.task_id == task_id,
+                XComModel.map_index == map_index,
+                XComModel.key == "return_value",
+            )
+        ).one()
+        return XComModel.deserialize_value(row)
+
+
+def test_retrain_daily_trains_evaluates_and_promotes(
+    example_dag: Callable[[str], Any], tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    dag = example_dag("retrain_daily")
+    assert dag.schedule == "@daily"
+    train = dag.get_task("train")
+    assert train.deferrable
+    assert train.retry_policy is not None
+    dag_run = dag.test(
+        logical_date=dt.datetime(2026, 11, 29, tzinfo=dt.UTC), run_conf={"registry_dir": str(tmp_path)}
+    )
+    assert task_states(dag_run) == {
+        "prepare_data": "success",
+        "train": "success",
+        "evaluate": "success",
+        "good_enough": "success",
+        "promote": "success",
+    }
+    result = xcom(dag_run, "train")
+    assert result["state"] == "succeeded"
+    assert result["metrics"] == {"loss": 0.18, "accuracy": 0.953}
+    assert xcom(dag_run, "prepare_data") == ["--epochs", "30", "--seed", str(20261129 % 10_000)]
+    latest = json.loads((tmp_path / "digits" / "latest.json").read_text())
+    assert latest["job"] == result["name"]
+    assert latest["accuracy"] == 0.953
+    assert latest["version"] == "2026-11-29"
+    assert (tmp_path / "digits" / "2026-11-29.json").exists()
+    assert "accuracy=0.9530 (bar 0.9000): promote" in capfd.readouterr().out
+
+
+def test_retrain_daily_keeps_the_old_model_below_the_bar(
+    example_dag: Callable[[str], Any], tmp_path: Path
+) -> None:
+    dag = example_dag("retrain_daily")
+    dag_run = dag.test(run_conf={"registry_dir": str(tmp_path), "min_accuracy": 0.99})
+    states = task_states(dag_run)
+    assert states["evaluate"] == "success"
+    assert states["promote"] == "skipped"
+    assert not (tmp_path / "digits").exists()
+
+
+def test_param_sweep_maps_eight_jobs_and_picks_the_best(
+    example_dag: Callable[[str], Any], capfd: pytest.CaptureFixture[str]
+) -> None:
+    dag = example_dag("param_sweep")
+    dag_run = dag.test()
+    states = task_states(dag_run)
+    assert [task for task in states if task.startswith("train[")] == [f"train[{i}]" for i in range(8)]
+    assert set(states.values()) == {"success"}, states
+    runs = xcom(dag_run, "combinations")
+    results = [xcom(dag_run, "train", index) for index in range(8)]
+    # Each run's metrics came from its own master's log, so they differ run by run.
+    accuracies = [result["metrics"]["accuracy"] for result in results]
+    assert len(set(accuracies)) == 8
+    winner = accuracies.index(max(accuracies))
+    best = xcom(dag_run, "pick_best")
+    assert best["runs"] == 8
+    assert best["args"] == runs[winner]["args"]
+    assert best["args"][:4] == ["--lr", "0.1", "--batch-size", "16"]
+    assert best["accuracy"] == accuracies[winner]
+    assert best["job"] == results[winner]["name"]
+    assert " 1. accuracy=0.9700  --lr 0.1 --batch-size 16" in capfd.readouterr().out
