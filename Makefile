@@ -9,7 +9,7 @@ comma := ,
 INSTALLED := $(VENV)/.installed-$(subst $(comma),-,$(EXTRAS))
 export AIRFLOW_HOME ?= $(CURDIR)/.airflow
 
-.PHONY: install test lint demo bench clean
+.PHONY: install test lint demo demo-train bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -29,10 +29,14 @@ lint: $(INSTALLED)
 test: lint
 	$(BIN)/pytest
 
+# The seed scenario on the embedded cluster: six gang-scheduled PyTorchJobs, one timeline.
 demo: $(INSTALLED)
-	@echo "# The seed scenario: six PyTorchJobs (Master + 1 Worker, 1 GPU each), gang-scheduled by Volcano."
-	@echo "# These are the PodGroup + PyTorchJob manifests the operator submits for each job."
-	$(BIN)/airflow-gang render --name seed --count 6 --workers 1 --gpus 1 --cpu 2 --memory 8Gi
+	$(BIN)/python scripts/demo.py
+
+# retrain_daily with real 2-replica PyTorch DDP training on the simulator's process runtime.
+demo-train: | $(BIN)/python
+	$(MAKE) install EXTRAS=dev,train
+	$(BIN)/python scripts/demo.py --train
 
 BENCHMARKS := $(wildcard benchmarks/bench_*.py)
 
@@ -41,4 +45,4 @@ bench: $(INSTALLED)
 	@for script in $(BENCHMARKS); do echo "== $$script"; $(BIN)/python $$script || exit 1; done
 
 clean:
-	rm -rf $(VENV) .airflow .pytest_cache .mypy_cache .ruff_cache .hypothesis *.egg-info
+	rm -rf $(VENV) .airflow .demo .pytest_cache .mypy_cache .ruff_cache .hypothesis *.egg-info
