@@ -14,9 +14,11 @@ from pathlib import Path
 import pytest
 import yaml
 from kubernetes import client as k8s
+from kubernetes.config import new_client_from_config
 
 from airflow_gang.cli import build_parser
 from airflow_gang.sim import SimCluster
+from airflow_gang.sim.apiserver.server import start_apiserver
 
 
 def _server_and_ca(kubeconfig_path: str) -> tuple[str, bytes]:
@@ -87,3 +89,17 @@ def test_sim_command_line_rejects_an_advertise_url_the_simulator_cannot_serve(
         build_parser().parse_args(["sim", "--advertise-url", url])
     assert exit_info.value.code == 2
     assert "expected https://HOST[:PORT]" in capsys.readouterr().err
+
+
+def test_on_every_interface_local_clients_use_the_loopback_address(tmp_path: Path) -> None:
+    # What kube-sim does in its container: bind 0.0.0.0, advertise the service name.
+    with start_apiserver(
+        host="0.0.0.0", kubeconfig_path=tmp_path / "sim.kubeconfig", advertise_url="https://kube-sim:6443"
+    ) as handle:
+        port = handle.url.rsplit(":", 1)[1]
+        assert _server_and_ca(handle.kubeconfig_path)[0] == "https://kube-sim:6443"
+        local_server, _ = _server_and_ca(handle.local_kubeconfig_path)
+        assert local_server == f"https://127.0.0.1:{port}"
+        with new_client_from_config(config_file=handle.local_kubeconfig_path) as api:
+            names = {item.metadata.name for item in k8s.CoreV1Api(api).list_namespace().items}
+        assert "default" in names
