@@ -30,6 +30,7 @@ from airflow_gang.hooks.gang_async import AsyncGangJobHook
 from airflow_gang.hooks.kinds import (
     KINDS_BY_NAME,
     PODGROUPS,
+    PODS,
     PYTORCHJOBS,
     QUEUES,
     REQUIRED_PERMISSIONS,
@@ -93,6 +94,16 @@ class GangJobHook(JobPodsMixin, KubernetesHook):
             ),
         )
 
+    def _list(self, kind: Kind, namespace: str, label_selector: str | None) -> list[JsonDict]:
+        selector = {"label_selector": label_selector} if label_selector else {}
+        listed: JsonDict = self._call(
+            ApiRequest("list", kind.resource, None, namespace),
+            lambda: self.custom_object_client.list_namespaced_custom_object(
+                kind.group, kind.version, namespace, kind.plural, _request_timeout=REQUEST_TIMEOUT, **selector
+            ),
+        )
+        return list(listed.get("items") or [])
+
     def _delete(self, kind: Kind, name: str, namespace: str, propagation: str, uid: str | None) -> bool:
         options = delete_options(propagation, uid)
         deleted = self._call_or_none(
@@ -139,18 +150,15 @@ class GangJobHook(JobPodsMixin, KubernetesHook):
         :param namespace: namespace to search.
         :param label_selector: e.g. ``airflow-gang.io/dag-id=d,airflow-gang.io/task-id=t``.
         """
-        listed: JsonDict = self._call(
-            ApiRequest("list", PYTORCHJOBS.resource, None, namespace),
-            lambda: self.custom_object_client.list_namespaced_custom_object(
-                PYTORCHJOBS.group,
-                PYTORCHJOBS.version,
-                namespace,
-                PYTORCHJOBS.plural,
-                label_selector=label_selector,
-                _request_timeout=REQUEST_TIMEOUT,
-            ),
-        )
-        return list(listed.get("items") or [])
+        return self._list(PYTORCHJOBS, namespace, label_selector)
+
+    def list_pytorchjobs(self, namespace: str, label_selector: str | None = None) -> list[JsonDict]:
+        """Every PyTorchJob of a namespace, or those matching ``label_selector`` (read-only).
+
+        :param namespace: namespace to list.
+        :param label_selector: optional, e.g. ``airflow-gang.io/managed-by=airflow-gang``.
+        """
+        return self._list(PYTORCHJOBS, namespace, label_selector)
 
     def delete_pytorchjob(
         self, name: str, namespace: str, *, propagation: str = "Foreground", uid: str | None = None
@@ -256,6 +264,42 @@ class GangJobHook(JobPodsMixin, KubernetesHook):
                 QUEUES.group, QUEUES.version, QUEUES.plural, name, _request_timeout=REQUEST_TIMEOUT
             ),
         )
+
+    def list_podgroups(self, namespace: str, label_selector: str | None = None) -> list[JsonDict]:
+        """Every Volcano PodGroup of a namespace, or those matching ``label_selector`` (read-only).
+
+        :param namespace: namespace to list.
+        :param label_selector: optional label selector.
+        """
+        return self._list(PODGROUPS, namespace, label_selector)
+
+    def list_queues(self) -> list[JsonDict]:
+        """Every cluster-scoped Volcano Queue (read-only; needs ``list`` on queues in a ClusterRole)."""
+        listed: JsonDict = self._call(
+            ApiRequest("list", QUEUES.resource, None, None),
+            lambda: self.custom_object_client.list_cluster_custom_object(
+                QUEUES.group, QUEUES.version, QUEUES.plural, _request_timeout=REQUEST_TIMEOUT
+            ),
+        )
+        return list(listed.get("items") or [])
+
+    def list_pods(self, namespace: str, label_selector: str | None = None) -> list[JsonDict]:
+        """Pods of a namespace matching ``label_selector``, as wire dicts (read-only).
+
+        `list_job_pods` reads one job's replicas; this reads many jobs' at once, e.g. with
+        the selector ``training.kubeflow.org/job-name`` (every training-operator pod).
+
+        :param namespace: namespace to list.
+        :param label_selector: optional label selector.
+        """
+        selector = {"label_selector": label_selector} if label_selector else {}
+        listed = self._get_json(
+            ApiRequest("list", PODS.resource, None, namespace),
+            lambda: self.core_v1_client.list_namespaced_pod(
+                namespace, _preload_content=False, _request_timeout=REQUEST_TIMEOUT, **selector
+            ),
+        )
+        return list(listed.get("items") or [])
 
     # -- cluster checks ------------------------------------------------------------------------
 

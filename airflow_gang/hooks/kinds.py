@@ -64,8 +64,10 @@ REQUIRED_PERMISSIONS: tuple[tuple[str, str, str], ...] = (
     ("scheduling.volcano.sh", "podgroups", "watch"),
     ("scheduling.volcano.sh", "podgroups", "patch"),
     ("scheduling.volcano.sh", "podgroups", "delete"),
-    # Queues are cluster-scoped: this one rule needs a ClusterRole.
+    # Queues are cluster-scoped: these rules need a ClusterRole. `list` only for the UI
+    # plugin's queue overview (`GangJobHook.list_queues`).
     ("scheduling.volcano.sh", "queues", "get"),
+    ("scheduling.volcano.sh", "queues", "list"),
     ("", "pods", "list"),
     ("", "pods", "watch"),
     ("", "pods/log", "get"),

@@ -761,6 +761,11 @@ async def test_required_permissions_cover_every_request_the_hooks_make(
     master = f"{name}-master-0"
     hook.find_pytorchjobs(NS, f"test-id={test_id}")
     hook.get_queue("default")
+    # The UI plugin's read-only overview lists.
+    hook.list_pytorchjobs(NS)
+    hook.list_podgroups(NS, f"test-id={test_id}")
+    hook.list_pods(NS, "training.kubeflow.org/job-name")
+    hook.list_queues()
     hook.set_pytorchjob_suspended(name, NS, False)
     hook.list_events(NS, master)
     hook.read_pod_log(master, NS, tail_lines=1)
