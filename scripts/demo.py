@@ -8,8 +8,8 @@
 3. print the job timeline (or the accuracy reached) and where the chart and logs are;
 4. stop the simulator, whatever happened, and check that nothing it started is still running.
 
-Everything goes under ``.demo/`` (logs, kubeconfig, report); nothing outside the repository is
-touched. Exit code 0 only when the DAG run succeeded.
+Everything goes under ``.demo/`` (or ``$GANG_DEMO_DIR``): logs, kubeconfig, Airflow home,
+report; nothing else is touched. Exit code 0 only when the DAG run succeeded.
 """
 
 from __future__ import annotations
@@ -25,9 +25,13 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-OUT = REPO / ".demo"
+OUT = Path(os.environ.get("GANG_DEMO_DIR") or REPO / ".demo").resolve()
 BIN = Path(sys.executable).parent
 READY = "simulated cluster ready"
+
+
+def shown(path: Path) -> str:
+    return str(path.relative_to(REPO)) if path.is_relative_to(REPO) else str(path)
 
 
 def log(message: str) -> None:
@@ -66,7 +70,7 @@ def start_simulator(kubeconfig: Path, train: bool, env: dict[str, str]) -> subpr
             stop_simulator(process)
             sys.exit(f"the simulator did not start; see {OUT / 'sim.log'}")
         time.sleep(0.2)
-    log(f"cluster ready (2 nodes x 2 GPUs); kubeconfig {kubeconfig.relative_to(REPO)}")
+    log(f"cluster ready (2 nodes x 2 GPUs); kubeconfig {shown(kubeconfig)}")
     return process
 
 
@@ -125,7 +129,7 @@ def show_timeline(report_dir: Path) -> None:
         return
     print()
     print((folder / "timeline.txt").read_text())
-    print(f"timeline chart: {(folder / 'timeline.svg').relative_to(REPO)}")
+    print(f"timeline chart: {shown(folder / 'timeline.svg')}")
 
 
 def show_accuracy(output: str) -> None:
@@ -154,7 +158,7 @@ def main() -> int:
     kubeconfig = OUT / "sim.kubeconfig"
     env = airflow_env(kubeconfig)
 
-    log("preparing the demo's Airflow database (.demo/airflow)")
+    log(f"preparing the demo's Airflow database ({shown(OUT / 'airflow')})")
     if run([str(BIN / "airflow"), "db", "migrate"], env, "db-migrate.log", timeout=300) != 0:
         sys.exit(f"airflow db migrate failed; see {OUT / 'db-migrate.log'}")
     simulator = start_simulator(kubeconfig, args.train, env)
@@ -165,7 +169,7 @@ def main() -> int:
         else:
             dag_id = "gang_vs_deadlock"
             conf = {"gang_scheduling": args.gang_scheduling, "report_dir": str(OUT / "report")}
-        log(f"airflow dags test {dag_id} -c '{json.dumps(conf)}'  (log: .demo/dags-test.log)")
+        log(f"airflow dags test {dag_id} -c '{json.dumps(conf)}'  (log: {shown(OUT / 'dags-test.log')})")
         code = run(
             [str(BIN / "airflow"), "dags", "test", dag_id, "-c", json.dumps(conf)], env, "dags-test.log", 170
         )
@@ -185,7 +189,7 @@ def main() -> int:
     log("nothing left running")
     state = re.findall(r"DagRun Finished: dag_id=\S+ .*?state=(\w+)", output)
     outcome = state[-1] if state else "unknown"
-    log(f"DAG run {dag_id}: {outcome}; demo took {time.monotonic() - started:.0f}s (logs in .demo/)")
+    log(f"DAG run {dag_id}: {outcome}; demo took {time.monotonic() - started:.0f}s (logs in {shown(OUT)})")
     return 0 if code == 0 and outcome == "success" else 1
 
 
