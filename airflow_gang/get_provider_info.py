@@ -48,6 +48,9 @@ def get_provider_info() -> dict[str, Any]:
         "triggers": [
             {"integration-name": "Kubeflow PyTorchJob", "python-modules": ["airflow_gang.triggers.gang"]},
         ],
+        "plugins": [
+            {"name": "airflow_gang", "plugin-class": "airflow_gang.plugins.plugin.GangPlugin"},
+        ],
         # We reuse the cncf.kubernetes `kubernetes` connection type (same hook, same extras) and
         # deliberately do not list it here: ProvidersManager keeps the first registration it finds,
         # so a second entry would take the type (and its connection form) away from cncf.kubernetes
@@ -76,6 +79,27 @@ def get_provider_info() -> dict[str, Any]:
                         "type": "string",
                         "example": "{base_url}/gang/jobs/{namespace}/{name}",
                         "default": "{base_url}/gang/jobs/{namespace}/{name}",
+                    },
+                    "ui_kubernetes_conn_id": {
+                        "description": (
+                            "Kubernetes connection (cncf.kubernetes `kubernetes` type) the 'Gang jobs' "
+                            "page in the Airflow UI reads the cluster with. It only reads: list PyTorchJobs, "
+                            "PodGroups, pods and events, get and list Volcano queues."
+                        ),
+                        "version_added": "0.1.0",
+                        "type": "string",
+                        "example": "kubernetes_default",
+                        "default": "kubernetes_default",
+                    },
+                    "ui_namespaces": {
+                        "description": (
+                            "Comma-separated namespaces whose gang jobs the 'Gang jobs' page shows. Empty "
+                            "means the namespace of the ui_kubernetes_conn_id connection, else 'default'."
+                        ),
+                        "version_added": "0.1.0",
+                        "type": "string",
+                        "example": "ml-team,research",
+                        "default": "",
                     },
                     "dashboard_url_template": {
                         "description": (

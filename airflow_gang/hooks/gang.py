@@ -28,6 +28,7 @@ from airflow_gang.exceptions import GangApiError
 from airflow_gang.hooks.errors import PYTORCHJOB_API, VOLCANO_API, ApiRequest, evaluate_discovery
 from airflow_gang.hooks.gang_async import AsyncGangJobHook
 from airflow_gang.hooks.kinds import (
+    EVENTS,
     KINDS_BY_NAME,
     PODGROUPS,
     PODS,
@@ -297,6 +298,23 @@ class GangJobHook(JobPodsMixin, KubernetesHook):
             ApiRequest("list", PODS.resource, None, namespace),
             lambda: self.core_v1_client.list_namespaced_pod(
                 namespace, _preload_content=False, _request_timeout=REQUEST_TIMEOUT, **selector
+            ),
+        )
+        return list(listed.get("items") or [])
+
+    def list_namespace_events(self, namespace: str) -> list[JsonDict]:
+        """Every core event of a namespace (read-only; `list_events` reads one object's).
+
+        The UI plugin reads them once per refresh to explain queued gangs whose PodGroup carries
+        no condition yet: Volcano reports a failed enqueue (queue quota, cluster overused) only
+        as an ``Unschedulable`` event on the PodGroup.
+
+        :param namespace: namespace to list.
+        """
+        listed = self._get_json(
+            ApiRequest("list", EVENTS.resource, None, namespace),
+            lambda: self.core_v1_client.list_namespaced_event(
+                namespace, _preload_content=False, _request_timeout=REQUEST_TIMEOUT
             ),
         )
         return list(listed.get("items") or [])

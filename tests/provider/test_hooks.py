@@ -766,6 +766,7 @@ async def test_required_permissions_cover_every_request_the_hooks_make(
     hook.list_podgroups(NS, f"test-id={test_id}")
     hook.list_pods(NS, "training.kubeflow.org/job-name")
     hook.list_queues()
+    hook.list_namespace_events(NS)
     hook.set_pytorchjob_suspended(name, NS, False)
     hook.list_events(NS, master)
     hook.read_pod_log(master, NS, tail_lines=1)

@@ -59,6 +59,8 @@ def test_provider_info_matches_airflows_schema() -> None:
         "default_admission_timeout",
         "ui_url_template",
         "dashboard_url_template",
+        "ui_kubernetes_conn_id",
+        "ui_namespaces",
     }
 
 

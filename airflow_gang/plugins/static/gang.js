@@ -1,0 +1,452 @@
+// Gang jobs page: draws the JSON API (/gang/api/...) and refreshes it every few seconds.
+// Plain browser JavaScript, no framework and no build step. Text from the cluster only ever
+// reaches the page through textContent or SVG text nodes, never as HTML.
+(function () {
+  "use strict";
+
+  const body = document.body;
+  const ROOT = body.dataset.root || "";
+  const VIEW = body.dataset.view;
+  const params = new URLSearchParams(window.location.search);
+  const REFRESH_MS = Math.max(1, Number(params.get("refresh")) || 5) * 1000;
+  const SVG_NS = "http://www.w3.org/2000/svg";
+  let paused = false;
+  let timer = null;
+
+  // --- small helpers ------------------------------------------------------------------------
+
+  function el(tag, attrs, ...children) {
+    const node = document.createElement(tag);
+    for (const [key, value] of Object.entries(attrs || {})) {
+      if (value === null || value === undefined || value === false) continue;
+      if (key === "class") node.className = value;
+      else if (key === "dataset") Object.assign(node.dataset, value);
+      else node.setAttribute(key, value === true ? "" : String(value));
+    }
+    for (const child of children.flat()) {
+      if (child === null || child === undefined || child === false) continue;
+      node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+    }
+    return node;
+  }
+
+  function svg(tag, attrs, ...children) {
+    const node = document.createElementNS(SVG_NS, tag);
+    for (const [key, value] of Object.entries(attrs || {})) {
+      if (value !== null && value !== undefined) node.setAttribute(key, String(value));
+    }
+    for (const child of children.flat()) {
+      if (child === null || child === undefined) continue;
+      node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+    }
+    return node;
+  }
+
+  function clear(node) {
+    while (node.firstChild) node.removeChild(node.firstChild);
+    return node;
+  }
+
+  function duration(seconds) {
+    if (seconds === null || seconds === undefined) return "–";
+    const s = Number(seconds);
+    if (s < 60) return `${s.toFixed(s < 10 ? 1 : 0)}s`;
+    if (s < 3600) return `${Math.floor(s / 60)}m ${String(Math.floor(s % 60)).padStart(2, "0")}s`;
+    return `${Math.floor(s / 3600)}h ${String(Math.floor((s % 3600) / 60)).padStart(2, "0")}m`;
+  }
+
+  function when(iso) {
+    if (!iso) return "–";
+    const date = new Date(iso);
+    return Number.isNaN(date.getTime()) ? String(iso) : date.toLocaleString();
+  }
+
+  function jobUrl(namespace, name) {
+    return `${ROOT}/jobs/${encodeURIComponent(namespace)}/${encodeURIComponent(name)}`;
+  }
+
+  function badge(state, prefix) {
+    return el("span", { class: `badge ${prefix || "state"}-${state}` }, state || "–");
+  }
+
+  // --- API and errors -------------------------------------------------------------------------
+
+  class ApiError extends Error {
+    constructor(status, kind, message) {
+      super(message);
+      this.status = status;
+      this.kind = kind;
+    }
+  }
+
+  async function api(path) {
+    let response;
+    try {
+      response = await fetch(`${ROOT}/api${path}`, {
+        credentials: "same-origin",
+        headers: { Accept: "application/json" },
+        cache: "no-store",
+      });
+    } catch (error) {
+      throw new ApiError(0, "network", `the Airflow API server did not answer (${error.message})`);
+    }
+    let data = null;
+    try {
+      data = await response.json();
+    } catch (error) {
+      data = null;
+    }
+    if (!response.ok) {
+      const problem = (data && data.error) || {};
+      let message = problem.message;
+      if (!message && data && data.detail) {
+        message = typeof data.detail === "string" ? data.detail : JSON.stringify(data.detail);
+      }
+      throw new ApiError(response.status, problem.kind || `http_${response.status}`,
+        message || `HTTP ${response.status} ${response.statusText}`);
+    }
+    return data;
+  }
+
+  const TITLES = {
+    unreachable: "Kubernetes cluster unreachable.",
+    crd_missing: "Required CRDs are not installed.",
+    forbidden: "Permission denied by Kubernetes RBAC.",
+    unauthorized: "The cluster rejected the connection's credentials.",
+    connection: "The Kubernetes connection is not usable.",
+    api_error: "The Kubernetes API failed.",
+    not_found: "Not found.",
+    namespace_not_shown: "Namespace not shown.",
+    network: "No answer.",
+    internal: "Internal error.",
+  };
+
+  function showError(error) {
+    const banner = document.getElementById("banner");
+    let title = TITLES[error.kind] || `Error (HTTP ${error.status}).`;
+    if (error.status === 401) title = "Not signed in to Airflow.";
+    if (error.status === 403 && error.kind === "http_403") title = "Airflow refused access.";
+    document.getElementById("banner-title").textContent = title;
+    document.getElementById("banner-message").textContent = error.message;
+    banner.dataset.kind = error.kind;
+    banner.hidden = false;
+  }
+
+  function hideError() {
+    document.getElementById("banner").hidden = true;
+  }
+
+  function showWarnings(warnings) {
+    const list = clear(document.getElementById("warnings"));
+    const unique = [...new Set(warnings.filter(Boolean))];
+    for (const warning of unique) list.append(el("li", {}, warning));
+    list.hidden = unique.length === 0;
+  }
+
+  // --- refresh loop -------------------------------------------------------------------------
+
+  async function tick(load) {
+    clearTimeout(timer);
+    try {
+      await load();
+      document.getElementById("refreshed").textContent = `updated ${new Date().toLocaleTimeString()}`;
+    } finally {
+      if (!paused) timer = setTimeout(() => tick(load), REFRESH_MS);
+    }
+  }
+
+  function setupPause(load) {
+    const button = document.getElementById("pause");
+    button.addEventListener("click", () => {
+      paused = !paused;
+      button.textContent = paused ? "Resume" : "Pause";
+      button.setAttribute("aria-pressed", String(paused));
+      if (!paused) tick(load);
+      else clearTimeout(timer);
+    });
+  }
+
+  // --- jobs view ------------------------------------------------------------------------------
+
+  const filterForm = document.getElementById("filters");
+  const FILTERS = ["namespace", "queue", "state", "dag_id"];
+
+  function currentFilters() {
+    const query = new URLSearchParams();
+    for (const key of FILTERS) {
+      const value = filterForm.elements[key].value;
+      if (value) query.set(key, value);
+    }
+    if (filterForm.elements.all.checked) query.set("all", "true");
+    return query;
+  }
+
+  function fillSelect(select, values, selected) {
+    const keep = selected || select.value;
+    const options = [el("option", { value: "" }, "all")];
+    for (const value of [...new Set([...(values || []), ...(keep ? [keep] : [])])]) {
+      options.push(el("option", { value }, value));
+    }
+    clear(select).append(...options);
+    select.value = keep || "";
+  }
+
+  function airflowCell(airflow) {
+    if (!airflow) return el("span", { class: "muted" }, "not from Airflow");
+    const text = `${airflow.dag_id} / ${airflow.task_id}` +
+      (airflow.map_index >= 0 ? ` [${airflow.map_index}]` : "") +
+      (airflow.try_number ? ` · try ${airflow.try_number}` : "");
+    if (airflow.task_instance_url) {
+      return el("a", { href: airflow.task_instance_url, target: "_top", class: "ti-link" }, text);
+    }
+    return el("span", { title: "task instance not found in the metadata DB" }, text);
+  }
+
+  function jobRow(job) {
+    const replicas = `${job.replicas_running}/${job.replicas_total} running` +
+      (job.replicas_bound !== job.replicas_running ? `, ${job.replicas_bound} bound` : "");
+    return el("tr", { dataset: { job: `${job.namespace}/${job.name}`, state: job.state } },
+      el("td", {}, el("a", { href: jobUrl(job.namespace, job.name), class: "job-link" }, job.name)),
+      el("td", {}, job.namespace),
+      el("td", {}, job.queue || "–"),
+      el("td", {}, badge(job.state)),
+      el("td", {}, job.podgroup_phase || "–"),
+      el("td", {}, job.job_condition || "–"),
+      el("td", { class: "num", title: JSON.stringify(job.replicas) }, replicas),
+      el("td", { class: "num" }, duration(job.queued_seconds)),
+      el("td", { class: "num" }, duration(job.run_seconds)),
+      el("td", { class: "reason", title: job.reason || "" }, el("span", {}, job.reason || "")),
+      el("td", {}, airflowCell(job.airflow)));
+  }
+
+  function renderJobs(data) {
+    fillSelect(filterForm.elements.namespace, data.namespaces);
+    fillSelect(filterForm.elements.queue, data.queues);
+    fillSelect(filterForm.elements.state, data.states);
+    fillSelect(filterForm.elements.dag_id, data.dag_ids);
+    const tbody = clear(document.querySelector("#jobs-table tbody"));
+    tbody.append(...data.jobs.map(jobRow));
+    document.getElementById("job-count").textContent = `(${data.total})`;
+    document.getElementById("no-jobs").hidden = data.total > 0;
+  }
+
+  function renderQueues(data) {
+    const box = clear(document.getElementById("queues"));
+    for (const queue of data.queues) {
+      const counts = Object.entries(queue.podgroups).filter(([, n]) => n > 0)
+        .map(([phase, n]) => `${n} ${phase}`).join(", ") || "none";
+      const resources = (map) => Object.entries(map || {}).map(([k, v]) => `${k}: ${v}`).join(", ") || "–";
+      box.append(el("div", { class: "card queue", dataset: { queue: queue.name } },
+        el("h3", {}, queue.name, " ", badge(queue.state, "queue")),
+        el("dl", {},
+          el("dt", {}, "capability"), el("dd", {}, resources(queue.capability) === "–" ? "unlimited" : resources(queue.capability)),
+          el("dt", {}, "allocated"), el("dd", {}, resources(queue.allocated)),
+          el("dt", {}, "PodGroups"), el("dd", {}, counts))));
+    }
+  }
+
+  // One chart per queue: a row per job, grey while queued, then coloured by outcome.
+  function timelineChart(queue, jobs, now, single) {
+    const moments = (job) => [job.queued_at, job.admitted_at, job.finished_at].filter(Boolean)
+      .map((t) => new Date(t).getTime());
+    const open = jobs.some((job) => !job.finished_at);
+    const origin = Math.min(...jobs.map((job) => new Date(job.queued_at).getTime()));
+    const end = open ? now : Math.max(...jobs.flatMap(moments));
+    const span = Math.max(end - origin, 1000);
+    const row = 24, label = single ? 10 : 230, width = 1000, top = 8, plot = width - label - 20;
+    const height = top + row * jobs.length + 30;
+    const x = (t) => label + plot * Math.max(0, Math.min(1, (t - origin) / span));
+    const chart = svg("svg", {
+      viewBox: `0 0 ${width} ${height}`, role: "img", "aria-label": `timeline of queue ${queue}`,
+      class: "timeline-svg", "data-queue": queue,
+    });
+    const step = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600, 43200, 86400]
+      .find((s) => span / 1000 / s <= 8) || 86400;
+    for (let t = 0; t * 1000 <= span; t += step) {
+      const tx = label + (plot * t * 1000) / span;
+      chart.append(svg("line", { x1: tx, x2: tx, y1: top - 4, y2: height - 22, class: "grid-line" }));
+      chart.append(svg("text", { x: tx, y: height - 8, "text-anchor": "middle" }, duration(t).replace(".0s", "s")));
+    }
+    if (open) {
+      chart.append(svg("line", { x1: x(now), x2: x(now), y1: top - 4, y2: height - 22, class: "now-line" }));
+    }
+    jobs.forEach((job, index) => {
+      const y = top + index * row;
+      const queued = new Date(job.queued_at).getTime();
+      const admitted = job.admitted_at ? new Date(job.admitted_at).getTime() : null;
+      const finished = job.finished_at ? new Date(job.finished_at).getTime() : null;
+      const link = svg("a", { href: jobUrl(job.namespace, job.name), "data-job": `${job.namespace}/${job.name}` });
+      if (!single) {
+        link.append(svg("text", { x: label - 8, y: y + 16, "text-anchor": "end", class: "label" }, job.name));
+      }
+      const queuedEnd = admitted || finished || now;
+      link.append(svg("rect", {
+        x: x(queued), y: y + 4, width: Math.max(x(queuedEnd) - x(queued), 2), height: row - 8,
+        class: "bar bar-queued",
+      }, svg("title", {}, `${job.name}: queued ${duration(((queuedEnd) - queued) / 1000)}` +
+        (job.reason && !admitted ? ` — ${job.reason}` : ""))));
+      if (admitted) {
+        const state = ["succeeded", "failed"].includes(job.state) ? job.state : "running";
+        const runEnd = finished || now;
+        link.append(svg("rect", {
+          x: x(admitted), y: y + 4, width: Math.max(x(runEnd) - x(admitted), 2), height: row - 8,
+          class: `bar bar-${state}`,
+        }, svg("title", {}, `${job.name}: ${state} ${duration((runEnd - admitted) / 1000)}`)));
+      }
+      chart.append(link);
+    });
+    return chart;
+  }
+
+  function renderTimelines(data) {
+    const box = clear(document.getElementById("timelines"));
+    const now = new Date(data.now).getTime();
+    if (!data.queues.length) box.append(el("p", { class: "muted" }, "No jobs to draw."));
+    for (const entry of data.queues) {
+      box.append(el("div", { class: "timeline", dataset: { queue: entry.queue } },
+        el("h3", {}, `Queue ${entry.queue}`, " ", el("span", { class: "muted" }, `(${entry.jobs.length} jobs)`)),
+        timelineChart(entry.queue, entry.jobs, now, false)));
+    }
+  }
+
+  async function loadJobsView() {
+    const query = currentFilters().toString();
+    const suffix = query ? `?${query}` : "";
+    const [jobs, queues, timeline] = await Promise.allSettled([
+      api(`/jobs${suffix}`), api("/queues"), api(`/timeline${suffix}`),
+    ]);
+    const failures = [jobs, queues, timeline].filter((r) => r.status === "rejected").map((r) => r.reason);
+    if (jobs.status === "fulfilled") renderJobs(jobs.value);
+    if (queues.status === "fulfilled") renderQueues(queues.value);
+    if (timeline.status === "fulfilled") renderTimelines(timeline.value);
+    const warnings = [jobs, queues, timeline].filter((r) => r.status === "fulfilled")
+      .flatMap((r) => r.value.warnings || []);
+    showWarnings(warnings);
+    if (failures.length) showError(failures[0]);
+    else hideError();
+  }
+
+  function startJobsView() {
+    document.getElementById("jobs-view").hidden = false;
+    for (const key of FILTERS) {
+      const value = params.get(key);
+      if (value) fillSelect(filterForm.elements[key], [], value);
+    }
+    filterForm.elements.all.checked = params.get("all") === "true";
+    filterForm.addEventListener("change", () => {
+      const query = currentFilters().toString();
+      window.history.replaceState(null, "", `${window.location.pathname}${query ? `?${query}` : ""}`);
+      tick(loadJobsView);
+    });
+    setupPause(loadJobsView);
+    tick(loadJobsView);
+  }
+
+  // --- job view -------------------------------------------------------------------------------
+
+  function table(node, headers, rows) {
+    clear(node);
+    node.append(el("thead", {}, el("tr", {}, headers.map((h) => el("th", {}, h)))));
+    const tbody = el("tbody", {});
+    for (const row of rows) tbody.append(el("tr", {}, row.map((cell) => el("td", {}, cell ?? "–"))));
+    if (!rows.length) tbody.append(el("tr", {}, el("td", { colspan: headers.length, class: "muted" }, "none")));
+    node.append(tbody);
+  }
+
+  function card(title, entries) {
+    return el("div", { class: "card" }, el("h3", {}, title),
+      el("dl", {}, entries.flatMap(([k, v]) => [el("dt", {}, k), el("dd", {}, v ?? "–")])));
+  }
+
+  function renderJob(data) {
+    const job = data.job;
+    document.title = `${job.name} · Gang jobs`;
+    document.getElementById("job-title").textContent = `${job.namespace}/${job.name}`;
+    const state = document.getElementById("job-state");
+    state.textContent = job.state;
+    state.className = `badge state-${job.state}`;
+    clear(document.getElementById("job-cards")).append(
+      card("Gang", [["queue", job.queue], ["PodGroup", job.podgroup_phase], ["gang size", job.min_member],
+        ["scheduling", job.gang_scheduling]]),
+      card("Job", [["condition", job.job_condition], ["replicas", Object.entries(job.replicas).map(([k, v]) => `${v} ${k}`).join(", ")],
+        ["running", `${job.replicas_running}/${job.replicas_total}`], ["bound", `${job.replicas_bound}/${job.replicas_total}`]]),
+      card("Time", [["submitted", when(job.queued_at)], ["queued", duration(job.queued_seconds)],
+        ["ran", duration(job.run_seconds)], ["finished", when(job.finished_at)]]),
+    );
+    if (job.reason) {
+      document.getElementById("job-cards").append(
+        el("div", { class: "card reason-card" }, el("h3", {}, job.state === "failed" ? "Why it failed" : "Why it waits"),
+          el("p", { id: "job-reason" }, job.reason)));
+    }
+
+    const airflow = document.getElementById("job-airflow");
+    clear(airflow);
+    if (data.airflow) {
+      const ti = data.airflow.task_instance;
+      airflow.append(el("p", {}, airflowCell(data.airflow),
+        ti && ti.state ? el("span", { class: "muted" }, ` — task state ${ti.state}, try ${ti.try_number}`) : null,
+        data.airflow.dag_url ? el("span", {}, " · ", el("a", { href: data.airflow.dag_url, target: "_top" }, "DAG")) : null));
+    } else {
+      airflow.append(el("p", { class: "muted" }, "This PyTorchJob was not submitted by Airflow."));
+    }
+
+    const progress = clear(document.getElementById("job-progress"));
+    if (data.progress && data.progress.value !== null && data.progress.value !== undefined) {
+      progress.append(el("pre", { class: "progress", id: "progress-value" }, JSON.stringify(data.progress.value, null, 2)));
+    } else {
+      progress.append(el("p", { class: "muted", id: "progress-reason" }, (data.progress && data.progress.reason) || "not available"));
+    }
+
+    const timelineBox = clear(document.getElementById("job-timeline"));
+    if (data.timeline) {
+      timelineBox.append(el("div", { class: "timeline" },
+        timelineChart(job.queue || "-", [data.timeline], new Date(data.generated_at).getTime(), true)));
+    }
+
+    const podgroup = clear(document.getElementById("job-podgroup"));
+    if (data.podgroup) {
+      const pg = data.podgroup;
+      podgroup.append(card(pg.name, [["phase", pg.phase], ["queue", pg.queue], ["minMember", pg.min_member],
+        ["running", pg.running], ["succeeded", pg.succeeded], ["failed", pg.failed],
+        ["Unschedulable", pg.unschedulable]]));
+      const conditions = el("table", { class: "grid" });
+      table(conditions, ["Type", "Status", "Reason", "Message", "Since"],
+        pg.conditions.map((c) => [c.type, c.status, c.reason, c.message, when(c.last_transition_time)]));
+      podgroup.append(conditions);
+    } else {
+      podgroup.append(el("p", { class: "muted" }, "No PodGroup (gang scheduling disabled, not created yet, or deleted with the job)."));
+    }
+
+    table(document.getElementById("job-conditions"), ["Type", "Status", "Reason", "Message", "Since"],
+      data.conditions.map((c) => [c.type, c.status, c.reason, c.message, when(c.last_transition_time)]));
+    table(document.getElementById("job-replicas"), ["Replica type", "Desired", "Active", "Succeeded", "Failed"],
+      data.replicas.map((r) => [r.type, r.desired, r.active, r.succeeded, r.failed]));
+    table(document.getElementById("job-pods"), ["Pod", "Replica", "Phase", "Node", "Restarts", "Exit code", "Reason"],
+      data.pods.map((p) => [p.name, `${p.replica_type || "?"} ${p.replica_index ?? ""}`, p.phase, p.node || "unbound",
+        p.restarts, p.exit_code, p.reason || p.unschedulable]));
+    table(document.getElementById("job-events"), ["Last seen", "Object", "Type", "Reason", "Message", "Count"],
+      data.events.map((e) => [when(e.last_seen), `${e.object_kind || ""} ${e.object_name || ""}`, e.type, e.reason, e.message, e.count]));
+    table(document.getElementById("job-labels"), ["Label", "Value"], Object.entries(data.labels));
+    showWarnings(data.warnings || []);
+  }
+
+  async function loadJobView() {
+    const path = `/jobs/${encodeURIComponent(body.dataset.namespace)}/${encodeURIComponent(body.dataset.name)}`;
+    try {
+      renderJob(await api(path));
+      hideError();
+    } catch (error) {
+      showError(error);
+    }
+  }
+
+  function startJobView() {
+    document.getElementById("job-view").hidden = false;
+    document.getElementById("job-title").textContent = `${body.dataset.namespace}/${body.dataset.name}`;
+    setupPause(loadJobView);
+    tick(loadJobView);
+  }
+
+  if (VIEW === "job") startJobView();
+  else startJobsView();
+})();

@@ -1,0 +1,376 @@
+"""What the page shows about jobs, PodGroups, pods, events and queues, as plain JSON (pure).
+
+Every function takes wire-form objects (as `GangJobHook` returns them) and returns small,
+JSON-serialisable dicts with snake_case keys. Where a job stands is `gang_state.gang_status`,
+the same decision the operator, the trigger and the sensors make, so the page can never
+disagree with the task log; when it happened is `timeline.job_timeline`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from airflow_gang.gang_state import (
+    JOB_NAME_LABEL,
+    REPLICA_INDEX_LABEL,
+    REPLICA_TYPE_LABEL,
+    GangStatus,
+    gang_status,
+    last_true_condition,
+)
+from airflow_gang.timeline import JobTimeline, job_timeline
+
+JsonDict = dict[str, Any]
+GROUP_NAME_ANNOTATION = "scheduling.k8s.io/group-name"
+VOLCANO_SCHEDULER = "volcano"
+STATES = ("queued", "admitted", "running", "succeeded", "failed")
+PODGROUP_PHASES = ("Pending", "Inqueue", "Running", "Unknown", "Completed")
+QUEUE_COUNTS = ("pending", "inqueue", "running", "unknown", "completed")
+MAX_EVENTS = 50
+RECENT_EVENTS = dt.timedelta(seconds=10)
+_ALLOCATION_MESSAGE = re.compile(r"^\d+/\d+ tasks in gang unschedulable")
+
+
+def _metadata(obj: Mapping[str, Any] | None) -> JsonDict:
+    return dict((obj or {}).get("metadata") or {})
+
+
+def _time(value: Any) -> dt.datetime | None:
+    if not value:
+        return None
+    try:
+        return dt.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def _seconds(start: dt.datetime | None, end: dt.datetime | None) -> float | None:
+    if start is None or end is None:
+        return None
+    return round(max(0.0, (end - start).total_seconds()), 1)
+
+
+def _replica_templates(job: JsonDict) -> Iterable[JsonDict]:
+    for replica in (((job.get("spec") or {}).get("pytorchReplicaSpecs")) or {}).values():
+        yield ((replica or {}).get("template")) or {}
+
+
+def gang_mode(job: JsonDict, podgroup: JsonDict | None) -> str:
+    """How the job is gang-scheduled, as far as its objects tell.
+
+    A PodGroup, or pods bound for Volcano (the PodGroup may still be on its way), mean a gang;
+    otherwise the replicas are placed one by one (``disabled``). `gang_status` only tells
+    ``disabled`` from the rest, so ``provider`` and ``training-operator`` need not be told apart:
+    the pods of the provider's mode name their PodGroup in an annotation.
+    """
+    templates = list(_replica_templates(job))
+    if any(GROUP_NAME_ANNOTATION in ((t.get("metadata") or {}).get("annotations") or {}) for t in templates):
+        return "provider"
+    policy = ((job.get("spec") or {}).get("runPolicy") or {}).get("schedulingPolicy")
+    volcano_pods = any((t.get("spec") or {}).get("schedulerName") == VOLCANO_SCHEDULER for t in templates)
+    if podgroup is not None or volcano_pods:
+        return "training-operator" if policy else "provider"
+    return "disabled"
+
+
+def podgroup_for(job: JsonDict, podgroups: Sequence[JsonDict]) -> JsonDict | None:
+    """The job's PodGroup: the one it owns, else the one named after it (both modes name it so)."""
+    metadata = _metadata(job)
+    uid, name = metadata.get("uid"), metadata.get("name")
+    for group in podgroups:
+        owners = _metadata(group).get("ownerReferences") or []
+        if uid and any(owner.get("uid") == uid for owner in owners):
+            return group
+    for group in podgroups:
+        if _metadata(group).get("name") == name:
+            return group
+    return None
+
+
+def pods_by_job(pods: Iterable[JsonDict]) -> dict[str, list[JsonDict]]:
+    """Pods grouped by the training-operator's job-name label."""
+    grouped: dict[str, list[JsonDict]] = {}
+    for pod in pods:
+        job = (_metadata(pod).get("labels") or {}).get(JOB_NAME_LABEL)
+        if job:
+            grouped.setdefault(str(job), []).append(pod)
+    return grouped
+
+
+def replica_counts(job: JsonDict) -> dict[str, int]:
+    """``{"Master": 1, "Worker": 3}``: desired replicas per type."""
+    specs = ((job.get("spec") or {}).get("pytorchReplicaSpecs")) or {}
+    return {str(kind): int((spec or {}).get("replicas", 1)) for kind, spec in specs.items()}
+
+
+def replica_rows(job: JsonDict) -> list[JsonDict]:
+    """Per replica type: desired, and the training-operator's active/succeeded/failed counts."""
+    statuses = ((job.get("status") or {}).get("replicaStatuses")) or {}
+    rows = []
+    for kind, desired in replica_counts(job).items():
+        status = statuses.get(kind) or {}
+        rows.append(
+            {
+                "type": kind,
+                "desired": desired,
+                "active": int(status.get("active") or 0),
+                "succeeded": int(status.get("succeeded") or 0),
+                "failed": int(status.get("failed") or 0),
+            }
+        )
+    return rows
+
+
+def condition_rows(obj: JsonDict | None) -> list[JsonDict]:
+    """An object's ``status.conditions`` in the server's order."""
+    return [
+        {
+            "type": condition.get("type"),
+            "status": condition.get("status"),
+            "reason": condition.get("reason"),
+            "message": condition.get("message"),
+            "last_transition_time": condition.get("lastTransitionTime"),
+        }
+        for condition in ((obj or {}).get("status") or {}).get("conditions") or []
+    ]
+
+
+def _container_state(pod: JsonDict) -> JsonDict:
+    statuses = ((pod.get("status") or {}).get("containerStatuses")) or []
+    status = next((s for s in statuses if s.get("name") == "pytorch"), statuses[0] if statuses else {})
+    state = status.get("state") or {}
+    terminated = state.get("terminated") or (status.get("lastState") or {}).get("terminated") or {}
+    waiting = state.get("waiting") or {}
+    return {
+        "restarts": int(status.get("restartCount") or 0),
+        "exit_code": terminated.get("exitCode"),
+        "reason": terminated.get("reason") or waiting.get("reason"),
+    }
+
+
+def pod_row(pod: JsonDict) -> JsonDict:
+    """A replica pod: which replica, where it runs (node), its phase and how its container ended."""
+    metadata = _metadata(pod)
+    labels = metadata.get("labels") or {}
+    status = pod.get("status") or {}
+    unschedulable = next(
+        (
+            c.get("message")
+            for c in status.get("conditions") or []
+            if c.get("type") == "PodScheduled" and c.get("status") == "False"
+        ),
+        None,
+    )
+    return {
+        "name": metadata.get("name"),
+        "replica_type": labels.get(REPLICA_TYPE_LABEL),
+        "replica_index": labels.get(REPLICA_INDEX_LABEL),
+        "phase": status.get("phase"),
+        "node": (pod.get("spec") or {}).get("nodeName"),
+        "started_at": status.get("startTime"),
+        "unschedulable": unschedulable,
+        "deleting": bool(metadata.get("deletionTimestamp")),
+        **_container_state(pod),
+    }
+
+
+def _pod_sort_key(pod: JsonDict) -> tuple[int, str, int]:
+    labels = _metadata(pod).get("labels") or {}
+    kind = str(labels.get(REPLICA_TYPE_LABEL) or "")
+    try:
+        index = int(labels.get(REPLICA_INDEX_LABEL) or 0)
+    except ValueError:
+        index = 0
+    return (0 if kind.lower() == "master" else 1, kind, index)
+
+
+def pod_rows(pods: Iterable[JsonDict]) -> list[JsonDict]:
+    """Pods Master first, then by replica type and index."""
+    return [pod_row(pod) for pod in sorted(pods, key=_pod_sort_key)]
+
+
+def event_row(event: JsonDict) -> JsonDict:
+    involved = event.get("involvedObject") or {}
+    return {
+        "object_kind": involved.get("kind"),
+        "object_name": involved.get("name"),
+        "type": event.get("type"),
+        "reason": event.get("reason"),
+        "message": event.get("message"),
+        "count": event.get("count") or 1,
+        "last_seen": event.get("lastTimestamp")
+        or event.get("eventTime")
+        or _metadata(event).get("creationTimestamp"),
+    }
+
+
+def event_rows(events: Iterable[JsonDict], limit: int = MAX_EVENTS) -> list[JsonDict]:
+    """The newest ``limit`` events, newest first, one row per distinct event object."""
+    seen: set[str] = set()
+    rows = []
+    for event in events:
+        uid = str(_metadata(event).get("uid") or id(event))
+        if uid not in seen:
+            seen.add(uid)
+            rows.append(event_row(event))
+    rows.sort(key=lambda row: str(row["last_seen"] or ""), reverse=True)
+    return rows[:limit]
+
+
+def timeline_of(job: JsonDict, pods: Sequence[JsonDict]) -> JobTimeline | None:
+    """The job's timeline, or None for an object too incomplete to have one."""
+    try:
+        return job_timeline(job, pods)
+    except (ValueError, TypeError):
+        return None
+
+
+def enqueue_failure(events: Iterable[JsonDict], podgroup: str | None) -> str | None:
+    """Why Volcano's enqueue gate keeps the PodGroup Pending, from its recent events saying so.
+
+    Volcano reports a failed enqueue (queue quota, cluster overused, queue closed) only as
+    ``Unschedulable`` events on the PodGroup, one per reason, repeated every session. Its
+    allocation attempts use the same event reason with a message of their own (``4/4 tasks in
+    gang unschedulable: ...``, also in the PodGroup's condition), which are left out here.
+    Every reason seen within `RECENT_EVENTS` of the newest one is given, ``; ``-separated.
+    """
+    if not podgroup:
+        return None
+    seen: dict[str, dt.datetime] = {}
+    for event in events:
+        involved = event.get("involvedObject") or {}
+        message = str(event.get("message") or "")
+        moment = _time(event_row(event)["last_seen"])
+        if (
+            event.get("reason") != "Unschedulable"
+            or involved.get("kind") != "PodGroup"
+            or involved.get("name") != podgroup
+            or not message
+            or _ALLOCATION_MESSAGE.match(message)
+            or moment is None
+        ):
+            continue
+        seen[message] = max(moment, seen.get(message, moment))
+    if not seen:
+        return None
+    newest = max(seen.values())
+    return "; ".join(sorted(m for m, moment in seen.items() if newest - moment <= RECENT_EVENTS))
+
+
+def _reason(status: GangStatus, job: JsonDict, gate: str | None) -> str | None:
+    if status.phase.value == "queued":
+        # A Pending gang has not passed Volcano's enqueue gate: the gate's own reason (queue
+        # quota, cluster overused) says more than the allocation message of a condition.
+        if status.podgroup_phase == "Pending" and gate:
+            return gate
+        return status.message or gate
+    if status.phase.value == "failed":
+        condition = last_true_condition(job) or {}
+        return str(condition.get("message") or "") or None
+    return None
+
+
+def job_summary(
+    job: JsonDict,
+    podgroup: JsonDict | None,
+    pods: Sequence[JsonDict],
+    now: dt.datetime,
+    events: Iterable[JsonDict] = (),
+) -> JsonDict:
+    """One row of the jobs table.
+
+    ``queued_seconds`` is the admission wait (still counting while queued); ``run_seconds``
+    the time since admission (still counting while running). ``reason`` says why a queued
+    gang waits (while its PodGroup is Pending, the newest Unschedulable event among
+    ``events``: why Volcano does not enqueue it; else the PodGroup's Unschedulable
+    condition) or why a failed job failed.
+    """
+    metadata = _metadata(job)
+    mode = gang_mode(job, podgroup)
+    status = gang_status(job, podgroup, list(pods), mode)
+    timeline = timeline_of(job, pods)
+    queued_at = timeline.queued_at if timeline else _time(metadata.get("creationTimestamp"))
+    admitted_at = timeline.admitted_at if timeline else None
+    finished_at = timeline.finished_at if timeline else None
+    still_queued = status.phase.value == "queued"
+    return {
+        "name": metadata.get("name"),
+        "namespace": metadata.get("namespace"),
+        "uid": metadata.get("uid"),
+        "created_at": metadata.get("creationTimestamp"),
+        "deleting": bool(metadata.get("deletionTimestamp")),
+        "queue": status.queue,
+        "state": status.phase.value,
+        "job_condition": status.job_condition,
+        "gang_scheduling": mode,
+        "podgroup": _metadata(podgroup).get("name") if podgroup is not None else None,
+        "podgroup_phase": status.podgroup_phase,
+        "min_member": status.min_member,
+        "replicas": replica_counts(job),
+        "replicas_total": status.replicas,
+        "replicas_bound": status.bound,
+        "replicas_running": status.running,
+        "reason": _reason(status, job, enqueue_failure(events, _metadata(podgroup).get("name"))),
+        "queued_at": queued_at.isoformat() if queued_at else None,
+        "admitted_at": admitted_at.isoformat() if admitted_at else None,
+        "finished_at": finished_at.isoformat() if finished_at else None,
+        "queued_seconds": _seconds(queued_at, now if still_queued else admitted_at),
+        "run_seconds": _seconds(admitted_at, finished_at or (None if still_queued else now)),
+    }
+
+
+def podgroup_view(podgroup: JsonDict | None) -> JsonDict | None:
+    """A PodGroup's phase, gang size, queue, counts and conditions (Unschedulable first-class)."""
+    if podgroup is None:
+        return None
+    spec, status = podgroup.get("spec") or {}, podgroup.get("status") or {}
+    conditions = condition_rows(podgroup)
+    unschedulable = next(
+        (
+            c["message"]
+            for c in reversed(conditions)
+            if c["type"] == "Unschedulable" and c["status"] == "True" and c["message"]
+        ),
+        None,
+    )
+    return {
+        "name": _metadata(podgroup).get("name"),
+        "phase": status.get("phase"),
+        "queue": spec.get("queue"),
+        "min_member": spec.get("minMember"),
+        "min_resources": spec.get("minResources"),
+        "running": status.get("running"),
+        "succeeded": status.get("succeeded"),
+        "failed": status.get("failed"),
+        "unschedulable": unschedulable,
+        "conditions": conditions,
+    }
+
+
+def queue_row(queue: JsonDict, podgroups: Sequence[JsonDict]) -> JsonDict:
+    """A Volcano queue: state, capability, what it holds, and its PodGroups by phase.
+
+    ``status_counts`` are Volcano's own (cluster-wide); ``podgroups`` counts the PodGroups the
+    page can see (its namespaces) by phase.
+    """
+    name = _metadata(queue).get("name")
+    spec, status = queue.get("spec") or {}, queue.get("status") or {}
+    phases = Counter(
+        str((group.get("status") or {}).get("phase") or "Pending")
+        for group in podgroups
+        if (group.get("spec") or {}).get("queue", "default") == name
+    )
+    return {
+        "name": name,
+        "state": status.get("state") or "Open",
+        "weight": spec.get("weight"),
+        "reclaimable": spec.get("reclaimable"),
+        "capability": spec.get("capability") or {},
+        "allocated": status.get("allocated") or {},
+        "status_counts": {key: int(status.get(key) or 0) for key in QUEUE_COUNTS},
+        "podgroups": {phase: phases.get(phase, 0) for phase in PODGROUP_PHASES},
+    }

@@ -1,0 +1,209 @@
+"""One embedded cluster with gang jobs in every phase, shared by the UI plugin's tests.
+
+The scenario is the seed shape (Master + 3 Workers, 1 GPU each, on 2 nodes x 2 GPUs: one job
+fits at a time), submitted by the real operator from a real DAG run (``dag.test()``), so the
+jobs carry real identity labels and the metadata DB holds the DAG run, the task instances and
+their task state store entries:
+
+- ``sweep[0]``, ``sweep[1]``: a mapped task; both jobs succeeded;
+- ``broken``: every replica exits 1; the job failed;
+- ``train``: runs for ten minutes (``wait_for_completion=False``), holding all four GPUs;
+- ``waiting[0]``, ``waiting[1]``: submitted without waiting, queued behind ``train``;
+- ``capped``: needs 4 GPUs in queue ``research`` whose capability is 2: queued for ever;
+- ``outsider``: a PyTorchJob submitted without Airflow (no identity labels), in ``team-b``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client as k8s
+
+from airflow_gang.hooks.gang import GangJobHook
+from airflow_gang.naming import job_name
+from airflow_gang.sim.cluster import SimCluster
+from airflow_gang.spec import GangJobSpec
+from tests.waiting import eventually
+
+DAGS = Path(os.environ["AIRFLOW__CORE__DAGS_FOLDER"])
+DAG_ID = "gang_ui_scenario"
+OTHER_NAMESPACE = "team-b"
+
+DAG_SOURCE = """
+import datetime as dt
+
+from airflow.sdk import DAG
+
+from airflow_gang.operators.pytorch_job import PyTorchJobOperator
+
+
+def sim(**annotations):
+    return {"metadata": {"annotations": {f"sim.airflow-gang.io/{k}": v for k, v in annotations.items()}}}
+
+
+common = dict(
+    image="ghcr.io/acme/train:1", command=["python", "train.py"], workers=3,
+    resources={"nvidia.com/gpu": 1}, poll_interval=0.2, admission_timeout=120,
+    delete_on_finish="never", deferrable=False, get_logs=False,
+)
+
+with DAG("__DAG_ID__", schedule=None, start_date=dt.datetime(2026, 1, 1), catchup=False) as dag:
+    sweep = PyTorchJobOperator.partial(task_id="sweep", **common).expand(
+        pod_template=[sim(duration="0.3"), sim(duration="0.4")]
+    )
+    broken = PyTorchJobOperator(
+        task_id="broken", restart_policy="Never", retries=0,
+        pod_template=sim(duration="0.3", **{"exit-code": "1", "log": "CUDA error: out of memory"}),
+        **common,
+    )
+    train = PyTorchJobOperator(
+        task_id="train", wait_for_completion=False, trigger_rule="all_done",
+        pod_template=sim(duration="600", log="epoch 1 loss 0.9"), **common,
+    )
+    waiting = PyTorchJobOperator.partial(
+        task_id="waiting", wait_for_completion=False, wait_for_admission=False, **common
+    ).expand(pod_template=[sim(duration="5"), sim(duration="5")])
+    capped = PyTorchJobOperator(
+        task_id="capped", queue="research", wait_for_completion=False, wait_for_admission=False,
+        pod_template=sim(duration="5"), **common,
+    )
+    sweep >> broken >> train >> [waiting, capped]
+"""
+
+
+@dataclass(frozen=True)
+class Scenario:
+    cluster: SimCluster
+    dag_id: str
+    run_id: str
+    jobs: dict[str, str]  # task key ("sweep[0]", "train", ...) -> job name
+    outsider: str
+
+    def name(self, key: str) -> str:
+        return self.jobs[key]
+
+
+def _migrate_db() -> None:
+    airflow = Path(sys.executable).parent / "airflow"
+    result = subprocess.run(
+        [str(airflow), "db", "migrate"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=os.environ.copy(),
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+
+
+def _load_dag() -> Any:
+    path = DAGS / f"{DAG_ID}.py"
+    path.write_text(textwrap.dedent(DAG_SOURCE).replace("__DAG_ID__", DAG_ID))
+    spec = importlib.util.spec_from_file_location(DAG_ID, path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.dag
+
+
+def _submit_outsider(cluster: SimCluster) -> str:
+    """A PyTorchJob from outside Airflow: gang-scheduled, but without identity labels."""
+    with cluster.api_client() as api:
+        k8s.CoreV1Api(api).create_namespace({"metadata": {"name": OTHER_NAMESPACE}})
+    hook = GangJobHook(conn_id=None, kubernetes_conn_id=None, config_file=cluster.kubeconfig_path)
+    spec = GangJobSpec(
+        image="ghcr.io/acme/train:1",
+        workers=1,
+        resources={"nvidia.com/gpu": 1},
+        pod_template={"metadata": {"annotations": {"sim.airflow-gang.io/duration": "600"}}},
+    )
+    name = "outsider"
+    podgroup = spec.build_podgroup(name, OTHER_NAMESPACE)
+    assert podgroup is not None
+    hook.create_podgroup(podgroup, OTHER_NAMESPACE)
+    job = hook.create_pytorchjob(spec.build_pytorchjob(name, OTHER_NAMESPACE), OTHER_NAMESPACE)
+    hook.set_podgroup_owner(name, OTHER_NAMESPACE, job)
+    return name
+
+
+def task_key(ti: Any) -> str:
+    return ti.task_id if ti.map_index < 0 else f"{ti.task_id}[{ti.map_index}]"
+
+
+@pytest.fixture(scope="session")
+def scenario() -> Iterator[Scenario]:
+    """The cluster with jobs in every phase; ``kubernetes_default`` points at it meanwhile."""
+    _migrate_db()
+    previous = os.environ.get("AIRFLOW_CONN_KUBERNETES_DEFAULT")
+    with SimCluster(
+        nodes=2, gpus_per_node=2, schedule_period=0.2, queues={"research": {"nvidia.com/gpu": 2}}
+    ) as cluster:
+        os.environ["AIRFLOW_CONN_KUBERNETES_DEFAULT"] = json.dumps(
+            {"conn_type": "kubernetes", "extra": {"kube_config_path": cluster.kubeconfig_path}}
+        )
+        try:
+            dag_run = _load_dag().test()
+            jobs: dict[str, str] = {}
+            for ti in dag_run.get_task_instances():
+                jobs[task_key(ti)] = job_name(DAG_ID, ti.task_id, dag_run.run_id, ti.map_index, ti.try_number)
+            outsider = _submit_outsider(cluster)
+            result = Scenario(cluster, DAG_ID, dag_run.run_id, jobs, outsider)
+            _wait_for_phases(cluster, result)
+            yield result
+        finally:
+            if previous is None:
+                os.environ.pop("AIRFLOW_CONN_KUBERNETES_DEFAULT", None)
+            else:
+                os.environ["AIRFLOW_CONN_KUBERNETES_DEFAULT"] = previous
+
+
+def _wait_for_phases(cluster: SimCluster, scenario: Scenario) -> None:
+    """Until every job shows the condition its task implies (the operator returns before some)."""
+    expected = {
+        "sweep[0]": "Succeeded",
+        "sweep[1]": "Succeeded",
+        "broken": "Failed",
+        "train": "Running",
+    }
+    with cluster.api_client() as api:
+        custom = k8s.CustomObjectsApi(api)
+
+        def conditions() -> dict[str, str | None]:
+            found = {}
+            for key, name in scenario.jobs.items():
+                job = custom.get_namespaced_custom_object(
+                    "kubeflow.org", "v1", "default", "pytorchjobs", name
+                )
+                true = [
+                    c["type"]
+                    for c in (job.get("status") or {}).get("conditions") or []
+                    if c["status"] == "True"
+                ]
+                found[key] = true[-1] if true else None
+            return found
+
+        eventually(
+            lambda: all(conditions().get(key) == value for key, value in expected.items()),
+            timeout=30,
+            message=f"(job conditions: {conditions()})",
+        )
+        core = k8s.CoreV1Api(api)
+
+        def explained(key: str) -> bool:
+            field = f"involvedObject.name={scenario.jobs[key]}"
+            events = core.list_namespaced_event("default", field_selector=field).items
+            return any(event.reason == "Unschedulable" for event in events)
+
+        # Volcano explains a gang it cannot enqueue with Unschedulable events on the PodGroup.
+        eventually(lambda: all(map(explained, ("waiting[0]", "waiting[1]", "capped"))), timeout=30)
