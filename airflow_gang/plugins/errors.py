@@ -51,7 +51,7 @@ def classify(error: BaseException, conn_id: str) -> PageError:
         return PageError(403, "forbidden", str(error))
     if isinstance(error, GangApiError):
         if error.status is None:
-            return PageError(502, "unreachable", f"the Kubernetes cluster is unreachable: {error}")
+            return PageError(502, "unreachable", str(error))
         if error.status == 401:
             return PageError(502, "unauthorized", str(error))
         return PageError(502, "api_error", str(error))

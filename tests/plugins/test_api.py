@@ -422,7 +422,9 @@ def test_unreachable_cluster_is_a_502_saying_so(
     connect_with(config)
 
     for path in ("/api/jobs", "/api/queues", "/api/timeline", f"/api/jobs/default/{scenario.name('train')}"):
-        assert_error(client.get(path), 502, "unreachable", "the Kubernetes cluster is unreachable")
+        assert_error(
+            client.get(path), 502, "unreachable", "the Kubernetes API was unreachable after 2 attempt(s)"
+        )
 
 
 def test_missing_pytorchjob_crd_is_a_503_with_the_fix(client: TestClient, proxy: FaultProxy) -> None:

@@ -206,7 +206,7 @@
     const replicas = `${job.replicas_running}/${job.replicas_total} running` +
       (job.replicas_bound !== job.replicas_running ? `, ${job.replicas_bound} bound` : "");
     return el("tr", { dataset: { job: `${job.namespace}/${job.name}`, state: job.state } },
-      el("td", {}, el("a", { href: jobUrl(job.namespace, job.name), class: "job-link" }, job.name)),
+      el("td", { class: "name" }, el("a", { href: jobUrl(job.namespace, job.name), class: "job-link" }, job.name)),
       el("td", {}, job.namespace),
       el("td", {}, job.queue || "–"),
       el("td", {}, badge(job.state)),

@@ -1,0 +1,156 @@
+"""The plugin inside Airflow's own API server (``airflow api-server``, SQLite, simple auth manager).
+
+The installed ``airflow.plugins`` entry point brings the app to ``/gang`` and the "Gang jobs"
+entry to the navigation; the JSON API there authenticates with Airflow's JWT and reads the
+embedded cluster and the metadata DB of the scenario (conftest.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from importlib.metadata import entry_points
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.plugins.conftest import Scenario
+
+STARTUP_TIMEOUT = 180.0
+VIEWER_PASSWORD = "gang-viewer-password"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def log_tail(path: Path) -> str:
+    return path.read_text(errors="replace")[-3000:] if path.exists() else "(no log)"
+
+
+@pytest.fixture(scope="module")
+def api_server(scenario: Scenario, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``airflow api-server`` on a free port, with this session's AIRFLOW_HOME and DB; always killed."""
+    installed = {ep.value for ep in entry_points(group="airflow.plugins")}
+    assert "airflow_gang.plugins.plugin:GangPlugin" in installed, (
+        "the airflow.plugins entry point is not installed: run `pip install -e .` (or `make install`)"
+    )
+    workdir = tmp_path_factory.mktemp("api-server")
+    log = workdir / "api-server.log"
+    passwords = workdir / "passwords.json"
+    passwords.write_text(json.dumps({"viewer": VIEWER_PASSWORD}))
+    port = free_port()
+    env = {
+        **os.environ,
+        "AIRFLOW__CORE__AUTH_MANAGER": "airflow.api_fastapi.auth.managers.simple.simple_auth_manager."
+        "SimpleAuthManager",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "False",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "viewer:viewer",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords),
+        "AIRFLOW__API__BASE_URL": f"http://127.0.0.1:{port}",
+    }
+    airflow = Path(sys.executable).parent / "airflow"
+    with log.open("wb") as output:
+        process = subprocess.Popen(
+            [str(airflow), "api-server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
+            cwd=workdir,
+            env=env,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + STARTUP_TIMEOUT
+        while True:
+            if process.poll() is not None:
+                pytest.fail(f"airflow api-server exited with {process.returncode}:\n{log_tail(log)}")
+            try:
+                if httpx.get(f"{base}/api/v2/monitor/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"airflow api-server not healthy after {STARTUP_TIMEOUT:.0f}s:\n{log_tail(log)}")
+            time.sleep(0.5)
+        yield base
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGTERM)
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def token(api_server: str) -> str:
+    """A JWT of the read-only ``viewer`` user."""
+    answer = httpx.post(
+        f"{api_server}/auth/token", json={"username": "viewer", "password": VIEWER_PASSWORD}, timeout=30
+    )
+    assert answer.status_code == 201, answer.text
+    return str(answer.json()["access_token"])
+
+
+def test_nav_entry_and_app_are_registered(api_server: str, token: str) -> None:
+    answer = httpx.get(
+        f"{api_server}/api/v2/plugins", headers={"Authorization": f"Bearer {token}"}, timeout=30
+    )
+    assert answer.status_code == 200, answer.text
+    plugins = {plugin["name"]: plugin for plugin in answer.json()["plugins"]}
+    ours = plugins["airflow_gang"]
+    assert [(app["url_prefix"], app["name"]) for app in ours["fastapi_apps"]] == [("/gang", "Gang jobs")]
+    (view,) = ours["external_views"]
+    assert view["name"] == "Gang jobs"
+    assert view["href"] == "/gang/"
+    assert view["destination"] == "nav"
+    assert view["url_route"] == "gang-jobs"
+    errors = httpx.get(
+        f"{api_server}/api/v2/plugins/importErrors", headers={"Authorization": f"Bearer {token}"}, timeout=30
+    )
+    assert errors.status_code == 200, errors.text
+    assert errors.json()["import_errors"] == []
+
+
+def test_gang_app_is_served_and_authenticated(api_server: str, token: str, scenario: Scenario) -> None:
+    page = httpx.get(f"{api_server}/gang/", timeout=30)
+    assert page.status_code == 200
+    assert 'data-root="/gang"' in page.text
+    assert httpx.get(f"{api_server}/gang/static/gang.js", timeout=30).status_code == 200
+
+    # Airflow does not authenticate plugin apps; the plugin does, with Airflow's own JWT.
+    anonymous = httpx.get(f"{api_server}/gang/api/jobs", timeout=30)
+    assert anonymous.status_code == 401
+    forged = httpx.get(f"{api_server}/gang/api/jobs", headers={"Authorization": "Bearer x.y.z"}, timeout=30)
+    assert forged.status_code in (401, 403)
+
+    headers = {"Authorization": f"Bearer {token}"}
+    jobs = httpx.get(f"{api_server}/gang/api/jobs", headers=headers, timeout=60)
+    assert jobs.status_code == 200, jobs.text
+    states = {job["name"]: job["state"] for job in jobs.json()["jobs"]}
+    assert states[scenario.name("train")] == "running"
+    assert states[scenario.name("broken")] == "failed"
+    assert states[scenario.name("capped")] == "queued"
+    assert len(states) == 7
+
+    detail = httpx.get(
+        f"{api_server}/gang/api/jobs/default/{scenario.name('train')}", headers=headers, timeout=60
+    )
+    assert detail.status_code == 200, detail.text
+    assert detail.json()["progress"]["value"]["phase"] == "running"
+    assert detail.json()["airflow"]["task_instance_url"].startswith(f"/dags/{scenario.dag_id}/runs/")
+
+    queues = httpx.get(f"{api_server}/gang/api/queues", headers=headers, timeout=60)
+    assert queues.status_code == 200, queues.text
+    assert {q["name"] for q in queues.json()["queues"]} == {"root", "default", "research"}

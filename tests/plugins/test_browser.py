@@ -1,0 +1,271 @@
+"""The page in a real browser: headless Chromium (Debian's ``chromium`` and ``chromium-driver``,
+driven by selenium) against the plugin app served by uvicorn, reading the embedded cluster with
+jobs in every phase (conftest.py). Screenshots go to the test's tmp dir.
+
+Where Chromium is missing, the setup installs it with apt-get when it runs as root; otherwise
+the tests are skipped, saying why. No browser is ever downloaded by selenium itself.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import uvicorn
+import yaml
+from fastapi import FastAPI
+
+from airflow_gang.plugins.app import create_app
+from tests.plugins.conftest import Scenario
+from tests.plugins.test_api import EXPECTED_STATES, ti_url
+from tests.waiting import eventually
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMEDRIVER = Path("/usr/bin/chromedriver")
+FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+    "--window-size=1400,1800",
+)
+WAIT = 30.0
+
+
+def _install_chromium() -> str | None:
+    """Install Debian's chromium + chromium-driver; the reason it cannot, or None."""
+    if os.geteuid() != 0:
+        return "not running as root, so apt-get cannot install them"
+    if shutil.which("apt-get") is None:
+        return "apt-get is not available on this machine"
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    for command in (
+        ["apt-get", "update"],
+        ["apt-get", "install", "-y", "--no-install-recommends", "chromium", "chromium-driver"],
+    ):
+        try:
+            result = subprocess.run(
+                command, capture_output=True, text=True, timeout=900, env=env, check=False
+            )
+        except subprocess.TimeoutExpired:
+            return f"`{' '.join(command)}` timed out"
+        if result.returncode != 0:
+            return f"`{' '.join(command)}` failed: {result.stderr.strip()[-500:]}"
+    return None
+
+
+@pytest.fixture(scope="session")
+def chromium() -> None:
+    if not (CHROMIUM.exists() and CHROMEDRIVER.exists()):
+        problem = _install_chromium()
+        if problem is not None or not (CHROMIUM.exists() and CHROMEDRIVER.exists()):
+            pytest.skip(
+                "the browser test needs Debian's chromium and chromium-driver "
+                f"(/usr/bin/chromium, /usr/bin/chromedriver): {problem or 'not found after installing'}"
+            )
+    try:
+        import selenium  # noqa: F401
+    except ImportError:
+        pytest.skip("the browser test needs selenium: pip install -e '.[dev]'")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def base_url(scenario: Scenario) -> Iterator[str]:
+    """The plugin app mounted at /gang, as the API server mounts it, served by uvicorn."""
+    root = FastAPI()
+    root.mount("/gang", create_app(authenticate=False))
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(root, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, name="gang-ui-server", daemon=True)
+    thread.start()
+    eventually(lambda: server.started, timeout=20, message="(uvicorn did not start)")
+    yield f"http://127.0.0.1:{port}"
+    server.should_exit = True
+    thread.join(timeout=10)
+
+
+@pytest.fixture
+def browser(chromium: None, tmp_path: Path) -> Iterator[Any]:
+    from selenium import webdriver
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.chrome.service import Service
+
+    options = Options()
+    options.binary_location = str(CHROMIUM)
+    for flag in FLAGS:
+        options.add_argument(flag)
+    options.add_argument(f"--user-data-dir={tmp_path / 'chromium-profile'}")
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
+    driver.set_page_load_timeout(WAIT)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def wait_for(driver: Any, condition: Any, message: str = "") -> Any:
+    """Wait for ``condition``; elements replaced by a refresh meanwhile just mean "not yet"."""
+    from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    wait = WebDriverWait(
+        driver, WAIT, poll_frequency=0.2, ignored_exceptions=(StaleElementReferenceException,)
+    )
+    return wait.until(condition, message)
+
+
+def css(driver: Any, selector: str) -> list[Any]:
+    from selenium.webdriver.common.by import By
+
+    return list(driver.find_elements(By.CSS_SELECTOR, selector))
+
+
+def script_errors(driver: Any) -> list[str]:
+    return [entry["message"] for entry in driver.get_log("browser") if entry["level"] == "SEVERE"]
+
+
+def open_jobs_page(browser: Any, base_url: str) -> None:
+    """Load the jobs page, wait for the table and the charts, then pause the live refresh so
+    the checks read one rendering (a refresh replaces the rows)."""
+    browser.get(f"{base_url}/gang/?refresh=2")
+    wait_for(browser, lambda d: len(css(d, "#jobs-table tbody tr")) == 7, "seven job rows")
+    wait_for(browser, lambda d: len(css(d, "svg.timeline-svg")) == 2, "two timeline charts")
+    css(browser, "#pause")[0].click()
+    wait_for(browser, lambda d: css(d, "#pause")[0].get_attribute("aria-pressed") == "true")
+
+
+def test_jobs_page_table_queues_and_timeline(
+    browser: Any, base_url: str, scenario: Scenario, tmp_path: Path
+) -> None:
+    from selenium.webdriver.common.by import By
+
+    open_jobs_page(browser, base_url)
+
+    # The table: one row per job, in its phase, with queue, reason and the link to Airflow.
+    names = {name: key for key, name in scenario.jobs.items()}
+    rows = {row.get_attribute("data-job"): row for row in css(browser, "#jobs-table tbody tr")}
+    states = {names[job.split("/")[1]]: row.get_attribute("data-state") for job, row in rows.items()}
+    assert states == EXPECTED_STATES
+    capped = rows[f"default/{scenario.name('capped')}"]
+    assert "research" in capped.text
+    reason = capped.find_element(By.CSS_SELECTOR, "td.reason").get_attribute("title")
+    assert "insufficient nvidia.com/gpu" in reason
+    link = rows[f"default/{scenario.name('sweep[1]')}"].find_element(By.CSS_SELECTOR, "a.ti-link")
+    assert link.get_attribute("href") == f"{base_url}{ti_url(scenario, 'sweep', 1)}"
+    assert link.get_attribute("target") == "_top"
+    badges = {badge.text for badge in css(browser, "#jobs-table .badge")}
+    assert badges == {"queued", "running", "succeeded", "failed"}
+
+    # Queues and the timeline: one chart per queue, a bar per phase of each job.
+    queues = {card.get_attribute("data-queue") for card in css(browser, ".card.queue")}
+    assert queues == {"root", "default", "research"}
+    charts = {svg.get_attribute("data-queue"): svg for svg in css(browser, "svg.timeline-svg")}
+    assert set(charts) == {"default", "research"}
+    assert charts["default"].size["width"] > 500
+    assert charts["default"].size["height"] > 100
+
+    def bars(queue: str, kind: str) -> int:
+        return len(css(browser, f'svg[data-queue="{queue}"] rect.bar-{kind}'))
+
+    assert (bars("default", "queued"), bars("default", "succeeded")) == (6, 2)
+    assert (bars("default", "failed"), bars("default", "running")) == (1, 1)
+    assert bars("research", "queued") == 1
+    labels = [text.text for text in css(browser, 'svg[data-queue="default"] text.label')]
+    assert scenario.name("train") in labels
+    assert not css(browser, "#banner")[0].is_displayed()
+    browser.save_screenshot(str(tmp_path / "gang-jobs.png"))
+
+    # Live refresh: resumed, the page polls the API again and says when it last did.
+    first = css(browser, "#refreshed")[0].text
+    css(browser, "#pause")[0].click()
+    wait_for(browser, lambda d: css(d, "#refreshed")[0].text not in ("", first), "a refresh")
+
+    # Filters narrow the table (and stay in the URL).
+    from selenium.webdriver.support.ui import Select
+
+    Select(css(browser, "select[name=state]")[0]).select_by_value("queued")
+    wait_for(
+        browser,
+        lambda d: [r.get_attribute("data-state") for r in css(d, "#jobs-table tbody tr")] == ["queued"] * 3,
+        "only the three queued jobs",
+    )
+    assert "state=queued" in browser.current_url
+    assert script_errors(browser) == []
+
+
+def test_clicking_a_job_opens_its_page(
+    browser: Any, base_url: str, scenario: Scenario, tmp_path: Path
+) -> None:
+    from selenium.webdriver.common.by import By
+
+    open_jobs_page(browser, base_url)
+    train = scenario.name("train")
+    browser.find_element(By.LINK_TEXT, train).click()
+
+    wait_for(browser, lambda d: d.current_url == f"{base_url}/gang/jobs/default/{train}", "the job page")
+    wait_for(browser, lambda d: len(css(d, "#job-pods tbody tr")) == 4, "four pods")
+    css(browser, "#pause")[0].click()
+    assert css(browser, "#job-title")[0].text == f"default/{train}"
+    assert css(browser, "#job-state")[0].text == "running"
+    pods = [row.text for row in css(browser, "#job-pods tbody tr")]
+    assert all("Running" in pod and "sim-node-" in pod for pod in pods), pods
+    progress = json.loads(css(browser, "#progress-value")[0].text)
+    assert progress["phase"] == "running"
+    assert progress["replicas_running"] == 4
+    ti_link = css(browser, "#job-airflow a.ti-link")[0]
+    assert ti_link.get_attribute("href") == f"{base_url}{ti_url(scenario, 'train')}"
+    assert "Running" in css(browser, "#job-conditions")[0].text
+    assert "Running" in css(browser, "#job-podgroup")[0].text
+    assert len(css(browser, "#job-events tbody tr")) >= 4
+    assert len(css(browser, "#job-timeline rect.bar-running")) == 1
+    browser.save_screenshot(str(tmp_path / "gang-job.png"))
+    assert script_errors(browser) == []
+    print(f"screenshots in {tmp_path}")
+
+
+def test_queued_job_page_says_why_it_waits(browser: Any, base_url: str, scenario: Scenario) -> None:
+    browser.get(f"{base_url}/gang/jobs/default/{scenario.name('capped')}")
+    wait_for(browser, lambda d: css(d, "#job-state")[0].text == "queued", "the queued job")
+    assert "queue resource quota insufficient" in css(browser, "#job-reason")[0].text
+    assert css(browser, "#progress-reason")[0].text.startswith("no progress entry")
+    assert "unbound" in css(browser, "#job-pods")[0].text
+
+
+def test_error_banner_when_the_cluster_is_unreachable(
+    browser: Any, base_url: str, scenario: Scenario, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = yaml.safe_load(Path(scenario.cluster.kubeconfig_path).read_text())
+    config["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{free_port()}"
+    path = tmp_path / "unreachable.kubeconfig"
+    path.write_text(yaml.safe_dump(config))
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_KUBERNETES_DEFAULT",
+        json.dumps({"conn_type": "kubernetes", "extra": {"kube_config_path": str(path)}}),
+    )
+
+    browser.get(f"{base_url}/gang/")
+    wait_for(browser, lambda d: css(d, "#banner")[0].is_displayed(), "the error banner")
+    assert css(browser, "#banner-title")[0].text == "Kubernetes cluster unreachable."
+    assert "the Kubernetes API was unreachable" in css(browser, "#banner-message")[0].text
+    assert "Traceback" not in browser.page_source
+    browser.save_screenshot(str(tmp_path / "gang-error.png"))
