@@ -18,6 +18,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -207,3 +208,100 @@ def _wait_for_phases(cluster: SimCluster, scenario: Scenario) -> None:
 
         # Volcano explains a gang it cannot enqueue with Unschedulable events on the PodGroup.
         eventually(lambda: all(map(explained, ("waiting[0]", "waiting[1]", "capped"))), timeout=30)
+
+
+# -- a headless browser (test_browser.py, test_airflow_api_server.py) -------------------------
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMEDRIVER = Path("/usr/bin/chromedriver")
+FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+    "--window-size=1400,1800",
+)
+WAIT = 30.0
+
+
+def _install_chromium() -> str | None:
+    """Install Debian's chromium + chromium-driver; the reason it cannot, or None."""
+    if os.geteuid() != 0:
+        return "not running as root, so apt-get cannot install them"
+    if shutil.which("apt-get") is None:
+        return "apt-get is not available on this machine"
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    for command in (
+        ["apt-get", "update"],
+        ["apt-get", "install", "-y", "--no-install-recommends", "chromium", "chromium-driver"],
+    ):
+        try:
+            result = subprocess.run(
+                command, capture_output=True, text=True, timeout=900, env=env, check=False
+            )
+        except subprocess.TimeoutExpired:
+            return f"`{' '.join(command)}` timed out"
+        if result.returncode != 0:
+            return f"`{' '.join(command)}` failed: {result.stderr.strip()[-500:]}"
+    return None
+
+
+@pytest.fixture(scope="session")
+def chromium() -> None:
+    if not (CHROMIUM.exists() and CHROMEDRIVER.exists()):
+        problem = _install_chromium()
+        if problem is not None or not (CHROMIUM.exists() and CHROMEDRIVER.exists()):
+            pytest.skip(
+                "the browser test needs Debian's chromium and chromium-driver "
+                f"(/usr/bin/chromium, /usr/bin/chromedriver): {problem or 'not found after installing'}"
+            )
+    try:
+        import selenium  # noqa: F401
+    except ImportError:
+        pytest.skip("the browser test needs selenium: pip install -e '.[dev]'")
+
+
+@pytest.fixture
+def browser(chromium: None, tmp_path: Path) -> Iterator[Any]:
+    from selenium import webdriver
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.chrome.service import Service
+
+    options = Options()
+    options.binary_location = str(CHROMIUM)
+    for flag in FLAGS:
+        options.add_argument(flag)
+    options.add_argument(f"--user-data-dir={tmp_path / 'chromium-profile'}")
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
+    driver.set_page_load_timeout(WAIT)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def wait_for(driver: Any, condition: Any, message: str = "") -> Any:
+    """Wait for ``condition``; elements replaced by a refresh meanwhile just mean "not yet"."""
+    from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    wait = WebDriverWait(
+        driver, WAIT, poll_frequency=0.2, ignored_exceptions=(StaleElementReferenceException,)
+    )
+    return wait.until(condition, message)
+
+
+def css(driver: Any, selector: str) -> list[Any]:
+    from selenium.webdriver.common.by import By
+
+    return list(driver.find_elements(By.CSS_SELECTOR, selector))
+
+
+def script_errors(driver: Any) -> list[str]:
+    return [entry["message"] for entry in driver.get_log("browser") if entry["level"] == "SEVERE"]

@@ -17,11 +17,12 @@ import time
 from collections.abc import Iterator
 from importlib.metadata import entry_points
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
-from tests.plugins.conftest import Scenario
+from tests.plugins.conftest import Scenario, css, wait_for
 
 STARTUP_TIMEOUT = 180.0
 VIEWER_PASSWORD = "gang-viewer-password"
@@ -154,3 +155,24 @@ def test_gang_app_is_served_and_authenticated(api_server: str, token: str, scena
     queues = httpx.get(f"{api_server}/gang/api/queues", headers=headers, timeout=60)
     assert queues.status_code == 200, queues.text
     assert {q["name"] for q in queues.json()["queues"]} == {"root", "default", "research"}
+
+
+def test_page_in_airflows_own_ui(
+    browser: Any, api_server: str, token: str, scenario: Scenario, tmp_path: Path
+) -> None:
+    """Signed in (the UI's ``_token`` cookie), Airflow's UI frames the page at /plugin/gang-jobs."""
+    browser.get(f"{api_server}/api/v2/monitor/health")  # the origin, to set its cookie
+    browser.add_cookie({"name": "_token", "value": token, "path": "/"})
+    browser.get(f"{api_server}/plugin/gang-jobs")
+
+    frames = wait_for(browser, lambda d: css(d, "iframe"), "Airflow's UI framing the plugin page")
+    assert frames[0].get_attribute("src") == f"{api_server}/gang/"
+    browser.switch_to.frame(frames[0])
+    wait_for(
+        browser, lambda d: len(css(d, "#jobs-table tbody tr")) == 7, "seven job rows, cookie-authenticated"
+    )
+    wait_for(browser, lambda d: len(css(d, "svg.timeline-svg")) == 2, "two timeline charts")
+    assert not css(browser, "#banner")[0].is_displayed()
+    browser.switch_to.default_content()
+    browser.save_screenshot(str(tmp_path / "airflow-ui-gang-jobs.png"))
+    print(f"screenshot: {tmp_path / 'airflow-ui-gang-jobs.png'}")

@@ -203,7 +203,8 @@
   }
 
   function jobRow(job) {
-    const replicas = `${job.replicas_running}/${job.replicas_total} running` +
+    const finished = job.state === "succeeded" || job.state === "failed";
+    const replicas = finished ? `${job.replicas_total} replicas` : `${job.replicas_running}/${job.replicas_total} running` +
       (job.replicas_bound !== job.replicas_running ? `, ${job.replicas_bound} bound` : "");
     return el("tr", { dataset: { job: `${job.namespace}/${job.name}`, state: job.state } },
       el("td", { class: "name" }, el("a", { href: jobUrl(job.namespace, job.name), class: "job-link" }, job.name)),
