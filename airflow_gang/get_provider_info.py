@@ -48,6 +48,10 @@ def get_provider_info() -> dict[str, Any]:
         "triggers": [
             {"integration-name": "Kubeflow PyTorchJob", "python-modules": ["airflow_gang.triggers.gang"]},
         ],
+        "extra-links": [
+            "airflow_gang.links.GangJobLink",
+            "airflow_gang.links.KubernetesDashboardLink",
+        ],
         "plugins": [
             {"name": "airflow_gang", "plugin-class": "airflow_gang.plugins.plugin.GangPlugin"},
         ],

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from airflow.configuration import conf
 from airflow.sdk import BaseOperator
 
+from airflow_gang import links
 from airflow_gang.exceptions import (
     GangAdmissionTimeout,
     GangError,
@@ -146,6 +147,7 @@ class PyTorchJobOperator(BaseOperator):
         "job_template": "yaml",
     }
     ui_color = "#f0e4ff"
+    operator_extra_links = links.JOB_LINKS
 
     def __init__(
         self,
@@ -353,8 +355,7 @@ class PyTorchJobOperator(BaseOperator):
 
     def _remember(self, context: Context, job: JsonDict) -> None:
         metadata = job["metadata"]
-        context["ti"].xcom_push(key="job_name", value=metadata["name"])
-        context["ti"].xcom_push(key="job_namespace", value=metadata["namespace"])
+        links.persist(context, metadata["namespace"], metadata["name"])
         self._state_store_set(
             context,
             STATE_STORE_JOB_KEY,

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from airflow.configuration import conf
 from airflow.sdk import BaseSensorOperator
 
+from airflow_gang import links
 from airflow_gang.exceptions import GangAdmissionTimeout, GangError, GangJobLost, GangSpecError
 from airflow_gang.gang_state import GangPhase, GangStatus
 from airflow_gang.hooks.gang import GangJobHook
@@ -36,6 +37,7 @@ class _GangJobSensor(BaseSensorOperator):
         "admission_timeout",
     )
     wait_for: ClassVar[str] = "completion"
+    operator_extra_links = links.JOB_LINKS
 
     def __init__(
         self,
@@ -128,6 +130,7 @@ class _GangJobSensor(BaseSensorOperator):
         return self._done(status)
 
     def execute(self, context: Context) -> Any:
+        links.persist(context, self._namespace(), self.job_name)
         if not self.deferrable:
             return super().execute(context)
         if self.poke(context):

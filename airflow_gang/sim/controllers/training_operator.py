@@ -11,8 +11,9 @@ later, as the real operator does. Deadlines and TTLs are re-checked by the perio
 against the injected clock.
 
 Jobs submitted (or resumed from suspension) together get their pods together: a job that has no
-pods yet waits until no other new job has shown up for ``batch_window`` seconds (at most ``BATCH_LIMIT`` after the
-first of them), and then the pods of all waiting jobs are created round-robin. A client that
+pods yet waits until no other new job has shown up for ``batch_window`` seconds (at most
+``BATCH_LIMIT`` after the first of them), and then the pods of all waiting jobs are created
+round-robin. A client that
 submits six jobs in a loop thus meets the same interleaving the real operator's parallel
 workers produce, every time, instead of winning or losing a race against this loop.
 
