@@ -38,22 +38,26 @@ def _answer(service: GangPageService, produce: Callable[[], JsonDict]) -> JsonDi
         raise classify(error, service.conn_id) from error
 
 
+def _job_filter(
+    namespace: str | None = None,
+    queue: str | None = None,
+    dag_id: str | None = None,
+    state: str | None = None,
+    include_all: Annotated[bool, Query(alias="all")] = False,
+) -> JobFilter:
+    """The query parameters the jobs list and the timeline share."""
+    return JobFilter.parse(namespace, queue, dag_id, state, include_all)
+
+
 def api_router(service_dependency: Callable[..., GangPageService]) -> APIRouter:
     """The JSON routes, each given a `GangPageService` by ``service_dependency``."""
     router = APIRouter()
     Service = Annotated[GangPageService, Depends(service_dependency)]
 
+    Filter = Annotated[JobFilter, Depends(_job_filter)]
+
     @router.get("/jobs")
-    def list_jobs(
-        service: Service,
-        *,
-        namespace: str | None = None,
-        queue: str | None = None,
-        dag_id: str | None = None,
-        state: str | None = None,
-        include_all: Annotated[bool, Query(alias="all")] = False,
-    ) -> JsonDict:
-        job_filter = JobFilter.parse(namespace, queue, dag_id, state, include_all)
+    def list_jobs(service: Service, job_filter: Filter) -> JsonDict:
         return _answer(service, lambda: service.jobs(job_filter))
 
     @router.get("/jobs/{namespace}/{name}")
@@ -65,16 +69,7 @@ def api_router(service_dependency: Callable[..., GangPageService]) -> APIRouter:
         return _answer(service, service.queues)
 
     @router.get("/timeline")
-    def timeline(
-        service: Service,
-        *,
-        namespace: str | None = None,
-        queue: str | None = None,
-        dag_id: str | None = None,
-        state: str | None = None,
-        include_all: Annotated[bool, Query(alias="all")] = False,
-    ) -> JsonDict:
-        job_filter = JobFilter.parse(namespace, queue, dag_id, state, include_all)
+    def timeline(service: Service, job_filter: Filter) -> JsonDict:
         return _answer(service, lambda: service.timeline(job_filter))
 
     return router

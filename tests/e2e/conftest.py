@@ -11,8 +11,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import subprocess
-import sys
 import textwrap
 import uuid
 from collections.abc import Callable, Iterator
@@ -23,6 +21,7 @@ import pytest
 from kubernetes import client as k8s
 
 from airflow_gang.sim.cluster import SimCluster
+from tests.metadata import migrate_db
 from tests.waiting import eventually
 
 DAGS = Path(os.environ["AIRFLOW__CORE__DAGS_FOLDER"])
@@ -30,16 +29,7 @@ DAGS = Path(os.environ["AIRFLOW__CORE__DAGS_FOLDER"])
 
 @pytest.fixture(scope="session")
 def airflow_db() -> None:
-    airflow = Path(sys.executable).parent / "airflow"
-    result = subprocess.run(
-        [str(airflow), "db", "migrate"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=os.environ.copy(),
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr[-2000:]
+    migrate_db()
 
 
 @pytest.fixture(scope="module")

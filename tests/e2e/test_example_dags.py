@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.conftest import task_states
+from tests.metadata import xcom_value
 
 pytestmark = pytest.mark.usefixtures("kube_connection")
 
@@ -108,22 +109,8 @@ def test_gang_vs_deadlock_without_gang_scheduling_deadlocks_and_reports_it(
 
 
 def xcom(dag_run: Any, task_id: str, map_index: int = -1) -> Any:
-    """A task's return value, read from the metadata database."""
-    from airflow.models.xcom import XComModel
-    from airflow.utils.session import create_session
-    from sqlalchemy import select
-
-    with create_session() as session:
-        row = session.scalars(
-            select(XComModel).where(
-                XComModel.dag_id == dag_run.dag_id,
-                XComModel.run_id == dag_run.run_id,
-                XComModel.task_id == task_id,
-                XComModel.map_index == map_index,
-                XComModel.key == "return_value",
-            )
-        ).one()
-        return XComModel.deserialize_value(row)
+    """A task's return value."""
+    return xcom_value(dag_run.dag_id, dag_run.run_id, task_id, map_index=map_index)
 
 
 def test_retrain_daily_trains_evaluates_and_promotes(

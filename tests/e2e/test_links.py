@@ -11,6 +11,7 @@ from kubernetes import client as k8s
 from tests.e2e.conftest import task_states
 from tests.e2e.test_example_dags import xcom
 from tests.e2e.test_scenarios import delete_job
+from tests.metadata import xcom_value
 
 pytestmark = pytest.mark.usefixtures("kube_connection")
 
@@ -41,20 +42,7 @@ def links_of(dag_run: Any) -> tuple[str, str, str]:
 
 
 def xcom_key(dag_run: Any, key: str) -> Any:
-    from airflow.models.xcom import XComModel
-    from airflow.utils.session import create_session
-    from sqlalchemy import select
-
-    with create_session() as session:
-        row = session.scalars(
-            select(XComModel).where(
-                XComModel.dag_id == dag_run.dag_id,
-                XComModel.run_id == dag_run.run_id,
-                XComModel.task_id == "train",
-                XComModel.key == key,
-            )
-        ).one()
-        return XComModel.deserialize_value(row)
+    return xcom_value(dag_run.dag_id, dag_run.run_id, "train", key)
 
 
 @pytest.fixture
@@ -75,46 +63,36 @@ def expected(name: str) -> tuple[str, str, str]:
 
 
 @pytest.mark.usefixtures("configured_links")
-def test_links_of_a_job_still_queued(write_dag: Callable[..., Any], api: k8s.ApiClient) -> None:
-    """Submitted only: the task ends while its 5-GPU gang waits in a 4-GPU pool."""
+@pytest.mark.parametrize(
+    ("workers", "deferrable", "wait_for_admission", "state"),
+    [(4, False, False, "submitted"), (1, False, True, "admitted"), (1, True, True, "admitted")],
+    ids=["queued", "running-sync", "running-deferrable"],
+)
+def test_links_of_a_job_that_is_still_queued_or_running(
+    write_dag: Callable[..., Any],
+    api: k8s.ApiClient,
+    workers: int,
+    deferrable: bool,
+    wait_for_admission: bool,
+    state: str,
+) -> None:
+    """The task ends early (``wait_for_completion=False``): once submitted, its 5-GPU gang still
+    waiting in a 4-GPU pool, or once its gang is admitted and running."""
     dag = write_dag(
         LINK_DAG,
-        workers=4,
-        deferrable=False,
-        admission_timeout=60,
-        wait_for_completion=False,
-        wait_for_admission=False,
-        exit_code="0",
-    )
-    dag_run = dag.test()
-    assert task_states(dag_run) == {"train": "success"}
-    name = xcom_key(dag_run, "job_name")
-    try:
-        assert links_of(dag_run) == expected(name)
-        assert xcom(dag_run, "train")["state"] == "submitted"
-    finally:
-        delete_job(api, name)
-
-
-@pytest.mark.usefixtures("configured_links")
-@pytest.mark.parametrize("deferrable", [False, True], ids=["sync", "deferrable"])
-def test_links_of_a_running_job(write_dag: Callable[..., Any], api: k8s.ApiClient, deferrable: bool) -> None:
-    """``wait_for_completion=False``: the task ends once the gang is admitted and running."""
-    dag = write_dag(
-        LINK_DAG,
-        workers=1,
+        workers=workers,
         deferrable=deferrable,
         admission_timeout=60,
         wait_for_completion=False,
-        wait_for_admission=True,
+        wait_for_admission=wait_for_admission,
         exit_code="0",
     )
     dag_run = dag.test()
-    assert task_states(dag_run) == {"train": "success"}
     name = xcom_key(dag_run, "job_name")
     try:
+        assert task_states(dag_run) == {"train": "success"}
+        assert xcom(dag_run, "train")["state"] == state
         assert links_of(dag_run) == expected(name)
-        assert xcom(dag_run, "train")["state"] == "admitted"
     finally:
         delete_job(api, name)
 

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.conftest import task_states
+from tests.e2e.test_scenarios import RESULT_KEYS
 
 pytestmark = pytest.mark.usefixtures("kube_connection")
 MODES = pytest.mark.parametrize("deferrable", [False, True], ids=["sync", "deferrable"])
@@ -59,21 +60,7 @@ def test_a_job_succeeds_with_its_result_xcoms_and_master_log(
     assert task_states(dag_run) == {"train": "success", "record": "success"}
     recorded = json.loads(out.read_text())
     result = recorded["result"]
-    assert set(result) == {
-        "name",
-        "namespace",
-        "uid",
-        "queue",
-        "podgroup",
-        "state",
-        "submitted_at",
-        "admitted_at",
-        "finished_at",
-        "queued_seconds",
-        "run_seconds",
-        "replicas",
-        "metrics",
-    }
+    assert set(result) == RESULT_KEYS
     assert result["state"] == "succeeded"
     assert result["metrics"] == {"loss": 0.31, "accuracy": 0.97}
     assert result["namespace"] == "default"

@@ -53,6 +53,7 @@ RESULT_KEYS = {
     "queued_seconds",
     "run_seconds",
     "replicas",
+    "metrics",
 }
 
 

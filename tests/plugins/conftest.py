@@ -20,7 +20,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import textwrap
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -34,6 +33,7 @@ from airflow_gang.hooks.gang import GangJobHook
 from airflow_gang.naming import job_name
 from airflow_gang.sim.cluster import SimCluster
 from airflow_gang.spec import GangJobSpec
+from tests.metadata import migrate_db
 from tests.waiting import eventually
 
 DAGS = Path(os.environ["AIRFLOW__CORE__DAGS_FOLDER"])
@@ -94,19 +94,6 @@ class Scenario:
         return self.jobs[key]
 
 
-def _migrate_db() -> None:
-    airflow = Path(sys.executable).parent / "airflow"
-    result = subprocess.run(
-        [str(airflow), "db", "migrate"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=os.environ.copy(),
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr[-2000:]
-
-
 def _load_dag() -> Any:
     path = DAGS / f"{DAG_ID}.py"
     path.write_text(textwrap.dedent(DAG_SOURCE).replace("__DAG_ID__", DAG_ID))
@@ -145,7 +132,7 @@ def task_key(ti: Any) -> str:
 @pytest.fixture(scope="session")
 def scenario() -> Iterator[Scenario]:
     """The cluster with jobs in every phase; ``kubernetes_default`` points at it meanwhile."""
-    _migrate_db()
+    migrate_db()
     previous = os.environ.get("AIRFLOW_CONN_KUBERNETES_DEFAULT")
     with SimCluster(
         nodes=2, gpus_per_node=2, schedule_period=0.2, queues={"research": {"nvidia.com/gpu": 2}}

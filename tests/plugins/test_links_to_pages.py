@@ -10,6 +10,7 @@ from fastapi.testclient import TestClient
 
 from airflow_gang.plugins.app import create_app
 from airflow_gang.plugins.plugin import URL_PREFIX
+from tests.metadata import xcom_value
 from tests.plugins.conftest import Scenario
 
 
@@ -23,21 +24,7 @@ def airflow_like(scenario: Scenario) -> Iterator[TestClient]:
 
 
 def stored_link(scenario: Scenario, task_id: str, map_index: int = -1) -> str:
-    from airflow.models.xcom import XComModel
-    from airflow.utils.session import create_session
-    from sqlalchemy import select
-
-    with create_session() as session:
-        row = session.scalars(
-            select(XComModel).where(
-                XComModel.dag_id == scenario.dag_id,
-                XComModel.run_id == scenario.run_id,
-                XComModel.task_id == task_id,
-                XComModel.map_index == map_index,
-                XComModel.key == "_link_GangJobLink",
-            )
-        ).one()
-        return str(XComModel.deserialize_value(row))
+    return str(xcom_value(scenario.dag_id, scenario.run_id, task_id, "_link_GangJobLink", map_index))
 
 
 @pytest.mark.parametrize(
