@@ -230,7 +230,8 @@ def render_svg(
     moments = [m for t in ordered for m in (t.queued_at, t.admitted_at, t.finished_at) if m]
     end = now or max(moments)
     if gave_up_after is not None:
-        end = max(end, *(t.queued_at + dt.timedelta(seconds=gave_up_after) for t in ordered))
+        gave_up = [t.queued_at + dt.timedelta(seconds=gave_up_after) for t in ordered if t.state == TIMED_OUT]
+        end = max([end, *gave_up])
     span = max((end - origin).total_seconds(), 1.0)
     plot = _WIDTH - _LABEL - 30
 

@@ -129,5 +129,13 @@ def test_chart_draws_a_queue_bar_and_an_outcome_bar_per_admitted_job() -> None:
     assert "30s" in svg  # the axis reaches the timed-out job's admission timeout
 
 
+def test_the_admission_timeout_stretches_the_axis_only_for_timed_out_jobs() -> None:
+    done = JobTimeline(
+        "a", "ml", "q", "succeeded", T0, T0 + dt.timedelta(seconds=1), None, T0 + dt.timedelta(seconds=4)
+    )
+    assert ">60s<" not in render_svg([done], gave_up_after=60)
+    assert ">60s<" in render_svg([done, timed_out("b", "ml", "q", T0)], gave_up_after=60)
+
+
 def test_empty_chart_says_so() -> None:
     assert "no jobs" in render_svg([])
