@@ -175,3 +175,9 @@ def test_param_sweep_maps_eight_jobs_and_picks_the_best(
     assert best["accuracy"] == accuracies[winner]
     assert best["job"] == results[winner]["name"]
     assert " 1. accuracy=0.9700  --lr 0.1 --batch-size 16" in capfd.readouterr().out
+    # The grid view names each mapped run by its hyperparameters.
+    labels = {
+        ti.map_index: ti.rendered_map_index for ti in dag_run.get_task_instances() if ti.task_id == "train"
+    }
+    assert labels[0] == "lr=0.01 batch=16"
+    assert labels[7] == "lr=0.3 batch=64"
