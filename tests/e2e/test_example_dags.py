@@ -181,3 +181,14 @@ def test_param_sweep_maps_eight_jobs_and_picks_the_best(
     }
     assert labels[0] == "lr=0.01 batch=16"
     assert labels[7] == "lr=0.3 batch=64"
+
+
+def test_settings_come_from_params_then_variables_then_defaults(
+    example_dag: Callable[[str], Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    dag = example_dag("retrain_daily")
+    conf = {"registry_dir": str(tmp_path)}
+    assert xcom(dag.test(run_conf=conf), "train")["queue"] == "default"
+    monkeypatch.setenv("AIRFLOW_VAR_GANG_QUEUE", "research")
+    assert xcom(dag.test(run_conf=conf), "train")["queue"] == "research"
+    assert xcom(dag.test(run_conf={**conf, "queue": "default"}), "train")["queue"] == "default"
