@@ -1,8 +1,9 @@
 """The simulated kubelet: one per node, it registers the Node and runs the pods bound to it.
 
-A pod bound here goes Pending → Running (all its containers started), waits for its job's
-rendezvous (`rendezvous.py`), runs its main container — a timed script from annotations
-(`script_runtime.py`, the default) or a real local process (`process_runtime.py`) — and ends
+A pod bound here goes Pending → Running (all its containers started), runs its main
+container — a timed script from annotations (`script_runtime.py`, the default), held until its
+job's rendezvous (`rendezvous.py`), or a real local process (`process_runtime.py`), started at
+once and left to rendezvous by itself — and ends
 Succeeded/Failed with the container's exit code (`kubelet_pod.py`). All pod writes go through
 ``pods/status``; the Node side (registration, heartbeats, failure) is `kubelet_node.py`.
 

@@ -1,7 +1,8 @@
 """One pod on one simulated kubelet: its containers' lifecycle, from start to last exit.
 
 `PodRun.live` is the whole story of a pod the kubelet admitted: Pending → Running, wait for
-the job's rendezvous, run the main container (script or process runtime), then end it or
+the job's rendezvous (script runtime only: a real process waits by itself), run the main
+container (script or process runtime), then end it or
 restart it in place as ``restartPolicy`` says. `Kubelet` owns the PodRuns, decides when one
 starts or is stopped, and supplies the API access through the `Host` protocol.
 """
@@ -147,7 +148,11 @@ class PodRun:
             statuses = deep_get(pod, "status", "containerStatuses", default=[]) or []
             mine = [s for s in statuses if s.get("name") == container.get("name")]
             restarts = int(mine[0].get("restartCount", 0)) if mine else 0
-        await self._rendezvous(str(container.get("name")))
+        if host.runtime == "script":
+            # A scripted replica cannot rendezvous itself, so the kubelet holds it until every
+            # replica runs. A real process (process runtime) starts at once, as on a real node,
+            # and waits in its own init_process_group.
+            await self._rendezvous(str(container.get("name")))
         backoff = host.restart_backoff
         while True:
             pod = host.pod_of(self) or pod

@@ -376,6 +376,30 @@ def test_process_runtime_runs_a_two_replica_job_with_local_env(
     assert "done" in worker  # stderr is part of the log too
 
 
+def test_a_process_replica_starts_at_once_and_waits_for_its_peers_by_itself(
+    start_nodes: StartNodes, core: k8s.CoreV1Api, custom: k8s.CustomObjectsApi, namespace: str
+) -> None:
+    """As on a real node: the kubelet starts the container, the training code does the waiting."""
+    _, (first,) = start_nodes(runtime="process")
+    _, (second,) = start_nodes(runtime="process")
+    job = make_job(custom, namespace, "early")
+    command = python(CHECK_ENV)
+    core.create_namespaced_pod(namespace, make_pod("early-master-0", first, job=job, command=command))
+
+    # The worker does not exist yet: the master's process already runs and listens.
+    eventually(lambda: "RANK=0 WORLD_SIZE=2" in pod_log(core, "early-master-0", namespace), 20)
+    assert "waiting for rendezvous" not in pod_log(core, "early-master-0", namespace)
+    assert phase(core, namespace, "early-master-0") == "Running"
+
+    core.create_namespaced_pod(
+        namespace, make_pod("early-worker-0", second, job=job, rank=1, command=command)
+    )
+    eventually(
+        lambda: {phase(core, namespace, f"early-{r}-0") for r in ("master", "worker")} == {"Succeeded"}, 20
+    )
+    assert "master got hello" in pod_log(core, "early-master-0", namespace)
+
+
 def test_process_exit_code_becomes_the_container_exit_code(
     start_nodes: StartNodes, core: k8s.CoreV1Api, namespace: str
 ) -> None:
