@@ -26,7 +26,8 @@ JsonDict = dict[str, Any]
 QUEUED, RUNNING, SUCCEEDED, FAILED, TIMED_OUT = "queued", "running", "succeeded", "failed", "timed out"
 
 
-def _time(value: Any) -> dt.datetime | None:
+def parse_time(value: Any) -> dt.datetime | None:
+    """An RFC 3339 time as Kubernetes writes it (``...Z``), or None when unset."""
     if not value:
         return None
     return dt.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
@@ -35,7 +36,7 @@ def _time(value: Any) -> dt.datetime | None:
 def _condition_time(job: JsonDict, condition_type: str) -> dt.datetime | None:
     for condition in (job.get("status") or {}).get("conditions") or []:
         if condition.get("type") == condition_type and condition.get("status") == "True":
-            return _time(condition.get("lastTransitionTime"))
+            return parse_time(condition.get("lastTransitionTime"))
     return None
 
 
@@ -85,7 +86,7 @@ class JobTimeline:
 
     @classmethod
     def from_json(cls, data: JsonDict) -> JobTimeline:
-        queued = _time(data.get("queued_at"))
+        queued = parse_time(data.get("queued_at"))
         if queued is None:
             raise ValueError(f"timeline of {data.get('name')!r} has no queued_at")
         return cls(
@@ -94,9 +95,9 @@ class JobTimeline:
             queue=data.get("queue"),
             state=str(data.get("state") or QUEUED),
             queued_at=queued,
-            admitted_at=_time(data.get("admitted_at")),
-            running_at=_time(data.get("running_at")),
-            finished_at=_time(data.get("finished_at")),
+            admitted_at=parse_time(data.get("admitted_at")),
+            running_at=parse_time(data.get("running_at")),
+            finished_at=parse_time(data.get("finished_at")),
         )
 
 
@@ -111,7 +112,7 @@ def _gang_bound_at(job: JsonDict, pods: Sequence[JsonDict]) -> dt.datetime | Non
     for pod in pods:
         moment = next(
             (
-                _time(c.get("lastTransitionTime"))
+                parse_time(c.get("lastTransitionTime"))
                 for c in (pod.get("status") or {}).get("conditions") or []
                 if c.get("type") == "PodScheduled" and c.get("status") == "True"
             ),
@@ -127,13 +128,13 @@ def _gang_bound_at(job: JsonDict, pods: Sequence[JsonDict]) -> dt.datetime | Non
 def job_timeline(job: JsonDict, pods: Sequence[JsonDict] = ()) -> JobTimeline:
     """The timeline of a PyTorchJob, from the job and the pods it owns."""
     metadata = job.get("metadata") or {}
-    queued = _time(metadata.get("creationTimestamp"))
+    queued = parse_time(metadata.get("creationTimestamp"))
     if queued is None:
         raise ValueError(f"PyTorchJob {metadata.get('name')!r} has no creationTimestamp")
     status = job.get("status") or {}
     running = _condition_time(job, "Running")
     succeeded, failed = _condition_time(job, "Succeeded"), _condition_time(job, "Failed")
-    finished = _time(status.get("completionTime")) or succeeded or failed
+    finished = parse_time(status.get("completionTime")) or succeeded or failed
     admitted = _gang_bound_at(job, pods) or running
     if failed is not None:
         state = FAILED

@@ -16,6 +16,7 @@ from airflow_gang.exceptions import GangApiError, GangSpecError, PyTorchJobFaile
 from airflow_gang.gang_state import GangStatus, failing_replica, gang_status, last_true_condition
 from airflow_gang.hooks.gang import GangJobHook
 from airflow_gang.naming import MANAGED_BY_LABEL, MANAGED_BY_VALUE, identity_selector
+from airflow_gang.timeline import parse_time
 
 JsonDict = dict[str, Any]
 log = logging.getLogger(__name__)
@@ -213,10 +214,24 @@ def failure_error(hook: GangJobHook, name: str, namespace: str, lines: int) -> P
     )
 
 
-def _parse_time(value: str | None) -> dt.datetime | None:
-    if not value:
+def positive_seconds(value: Any, field: str) -> float | None:
+    """A timeout given as seconds (a number, or text when templated) or a timedelta; None waits forever.
+
+    Anything else, zero or negative raises `GangSpecError` naming ``field``.
+    """
+    if value in (None, "", "None"):
         return None
-    return dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    try:
+        seconds = value.total_seconds() if isinstance(value, dt.timedelta) else float(value)
+    except (TypeError, ValueError):
+        seconds = 0.0
+    if not seconds > 0:
+        raise GangSpecError(
+            f"{field}={value!r} is invalid: must be a positive number of seconds or a timedelta "
+            "(None waits forever)",
+            field=field,
+        )
+    return float(seconds)
 
 
 def result(
@@ -230,9 +245,9 @@ def result(
     """The task's return value: small, JSON-serialisable, the same shape on every path."""
     metadata = job.get("metadata") or {}
     status = job.get("status") or {}
-    submitted = _parse_time(metadata.get("creationTimestamp"))
-    admitted = _parse_time(admitted_at)
-    finished = _parse_time(status.get("completionTime")) or _parse_time(finished_at)
+    submitted = parse_time(metadata.get("creationTimestamp"))
+    admitted = parse_time(admitted_at)
+    finished = parse_time(status.get("completionTime")) or parse_time(finished_at)
     if finished and admitted and finished < admitted:
         finished = admitted  # completionTime has 1 s resolution; never report a negative run
     replicas = {

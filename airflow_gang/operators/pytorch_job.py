@@ -34,6 +34,7 @@ from airflow_gang.naming import identity_labels, job_name
 from airflow_gang.operators import lifecycle
 from airflow_gang.operators.log_follower import LogFollower
 from airflow_gang.spec import GangJobSpec
+from airflow_gang.timeline import parse_time
 from airflow_gang.triggers.gang import GangJobTrigger
 
 if TYPE_CHECKING:
@@ -74,12 +75,6 @@ _JOB_ARGUMENTS = (
 
 def _utc_now() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
-
-
-def _seconds(value: dt.timedelta | float | int | None) -> float | None:
-    if value is None:
-        return None
-    return value.total_seconds() if isinstance(value, dt.timedelta) else float(value)
 
 
 class PyTorchJobOperator(BaseOperator):
@@ -267,14 +262,7 @@ class PyTorchJobOperator(BaseOperator):
         if self.admission_timeout is _NOT_SET:
             configured = conf.get("gang", "default_admission_timeout", fallback="1800")
             return float(configured) if configured else None
-        seconds = _seconds(self.admission_timeout)
-        if seconds is not None and seconds <= 0:
-            raise GangSpecError(
-                f"admission_timeout={self.admission_timeout!r} is invalid: "
-                "must be positive (None waits forever)",
-                field="admission_timeout",
-            )
-        return seconds
+        return lifecycle.positive_seconds(self.admission_timeout, "admission_timeout")
 
     def _identity(self, context: Context) -> tuple[str, dict[str, str]]:
         ti = context["ti"]
@@ -318,7 +306,7 @@ class PyTorchJobOperator(BaseOperator):
 
         # The admission clock starts at the job's creation, also when an earlier try submitted it.
         created = job["metadata"].get("creationTimestamp")
-        submitted_at = dt.datetime.fromisoformat(created.replace("Z", "+00:00")) if created else _utc_now()
+        submitted_at = parse_time(created) or _utc_now()
         deadline = submitted_at + dt.timedelta(seconds=admission_timeout) if admission_timeout else None
         wait_for = "both" if self.wait_for_completion else "admission"
         if self.deferrable:

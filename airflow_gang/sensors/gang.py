@@ -18,10 +18,11 @@ from airflow.configuration import conf
 from airflow.sdk import BaseSensorOperator
 
 from airflow_gang import links
-from airflow_gang.exceptions import GangAdmissionTimeout, GangError, GangJobLost, GangSpecError
+from airflow_gang.exceptions import GangAdmissionTimeout, GangError, GangJobLost
 from airflow_gang.gang_state import GangPhase, GangStatus
 from airflow_gang.hooks.gang import GangJobHook
 from airflow_gang.operators import lifecycle
+from airflow_gang.timeline import parse_time
 from airflow_gang.triggers.gang import GangJobTrigger
 
 if TYPE_CHECKING:
@@ -77,28 +78,15 @@ class _GangJobSensor(BaseSensorOperator):
         raise NotImplementedError
 
     def _admission_timeout_seconds(self) -> float | None:
-        value: Any = self.admission_timeout
-        if value in (None, "", "None"):
-            return None
-        try:  # a templated value arrives as text
-            seconds = value.total_seconds() if isinstance(value, dt.timedelta) else float(value)
-        except (TypeError, ValueError):
-            seconds = 0.0
-        if seconds <= 0:
-            raise GangSpecError(
-                f"admission_timeout={value!r} is invalid: must be a positive number of seconds or a "
-                "timedelta (None waits forever)",
-                field="admission_timeout",
-            )
-        return seconds
+        return lifecycle.positive_seconds(self.admission_timeout, "admission_timeout")
 
     def _admission_deadline(self, job: dict[str, Any] | None) -> dt.datetime | None:
         """Creation time + ``admission_timeout``: the operator's clock, whoever waits."""
         seconds = self._admission_timeout_seconds()
-        created = ((job or {}).get("metadata") or {}).get("creationTimestamp")
-        if seconds is None or not created:
+        created = parse_time(((job or {}).get("metadata") or {}).get("creationTimestamp"))
+        if seconds is None or created is None:
             return None
-        return dt.datetime.fromisoformat(created.replace("Z", "+00:00")) + dt.timedelta(seconds=seconds)
+        return created + dt.timedelta(seconds=seconds)
 
     def _timed_out(self, namespace: str, status: GangStatus, detail: str) -> GangAdmissionTimeout:
         return GangAdmissionTimeout(
