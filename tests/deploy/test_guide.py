@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
-import pytest
 import yaml
 
 from airflow_gang.spec import GangScheduling
@@ -57,8 +56,7 @@ def test_the_guide_names_every_gang_mode() -> None:
 
 def test_the_guide_documents_every_variable_the_example_dags_read() -> None:
     dag_files = sorted((REPO / "dags").glob("*.py"))
-    if not dag_files:
-        pytest.skip("no example DAGs in dags/")
+    assert {path.stem for path in dag_files} >= {"retrain_daily", "param_sweep", "gang_vs_deadlock"}
     names = {name for path in dag_files for name in DAG_VARIABLE.findall(path.read_text(encoding="utf-8"))}
     assert names, "the example DAGs read no gang_* settings"
     for name in sorted(names):
