@@ -54,17 +54,13 @@ import asyncio
 import contextlib
 import json
 import logging
-import multiprocessing
 import random
 import statistics
 import sys
 import threading
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
-from multiprocessing.connection import Connection
-from multiprocessing.synchronize import Event as EventType
 from typing import Any, cast
 
 import kubernetes_asyncio.client as aclient
@@ -72,6 +68,7 @@ import kubernetes_asyncio.config as aconfig
 from airflow.triggers.base import TriggerEvent
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
+from sim_process import cluster_process  # benchmarks/sim_process.py, beside this script
 
 from airflow_gang.gang_state import JOB_NAME_LABEL, GangPhase, gang_status
 from airflow_gang.hooks.gang import AsyncGangJobHook, GangJobHook
@@ -121,50 +118,9 @@ FULL = Config(jobs=10, poll_interval=10.0, schedule_period=1.0, deadline=150.0, 
 QUICK = Config(jobs=3, poll_interval=10.0, schedule_period=1.0, deadline=42.0, seed=7)
 
 
-# --------------------------------------------------------------------------------------------
-# The cluster, in its own process
-# --------------------------------------------------------------------------------------------
-
-
 def _quiet() -> None:
     for name in NOISY_LOGGERS:
         logging.getLogger(name).setLevel(logging.CRITICAL)
-
-
-def _serve(options: dict[str, Any], conn: Connection, stop: EventType) -> None:
-    from airflow_gang.sim.cluster import SimCluster
-
-    _quiet()
-    try:
-        with SimCluster(**options) as cluster:
-            conn.send(cluster.kubeconfig_path)
-            stop.wait()
-    except BaseException as error:  # reported to the parent instead of a silent hang
-        conn.send(error)
-
-
-@contextmanager
-def cluster_process(config: Config) -> Iterator[str]:
-    """A `SimCluster` (2 nodes x 2 GPUs) in a child process; yields its kubeconfig path."""
-    context = multiprocessing.get_context("spawn")
-    parent, child = context.Pipe()
-    stop = context.Event()
-    options = {"nodes": 2, "gpus_per_node": 2, "schedule_period": config.schedule_period}
-    process = context.Process(target=_serve, args=(options, child, stop), name="sim-cluster", daemon=True)
-    process.start()
-    try:
-        if not parent.poll(60):
-            raise RuntimeError("the simulated cluster did not start within 60 s")
-        message = parent.recv()
-        if isinstance(message, BaseException):
-            raise RuntimeError("the simulated cluster failed to start") from message
-        yield str(message)
-    finally:
-        stop.set()
-        process.join(20)
-        if process.is_alive():
-            process.terminate()
-            process.join(5)
 
 
 # --------------------------------------------------------------------------------------------
@@ -662,7 +618,8 @@ def main() -> int:
     if args.seed is not None:
         config = Config(**{**config.__dict__, "seed": args.seed})
     _quiet()
-    with cluster_process(config) as kubeconfig:
+    options = {"nodes": 2, "gpus_per_node": 2, "schedule_period": config.schedule_period}
+    with cluster_process(options, quiet=NOISY_LOGGERS, stop_timeout=20) as kubeconfig:
         result = asyncio.run(measure(kubeconfig, config))
     print_report(result)
     return 1 if result.problems else 0

@@ -22,23 +22,19 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import math
-import multiprocessing
 import statistics
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from dataclasses import dataclass, field
-from multiprocessing.connection import Connection
-from multiprocessing.synchronize import Event as EventType
 from typing import Any
 
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
+from sim_process import cluster_process  # benchmarks/sim_process.py, beside this script
 
 NAMESPACE = "default"
 VOLCANO = ("scheduling.volcano.sh", "v1beta1")
@@ -87,54 +83,6 @@ SCALE_NOTE = (
     "pending pod whose message changed, PodGroup status, events) on the event loop it shares with 16 "
     "kubelets and the training-operator, which rescan every pod on each pod change."
 )
-
-
-# --------------------------------------------------------------------------------------------
-# The cluster, in its own process
-# --------------------------------------------------------------------------------------------
-
-
-def _serve(options: dict[str, Any], conn: Connection, stop: EventType) -> None:
-    from airflow_gang.sim.cluster import SimCluster
-
-    try:
-        with SimCluster(**options) as cluster:
-            conn.send(cluster.kubeconfig_path)
-            stop.wait()
-            # Controllers cancelled mid-request make the server log ClientDisconnect tracebacks
-            # while it stops: noise for a benchmark's output, so only errors during the run show.
-            for name in ("uvicorn.error", "airflow_gang.sim.apiserver.app"):
-                logging.getLogger(name).setLevel(logging.CRITICAL)
-    except BaseException as error:  # reported to the parent instead of a silent hang
-        conn.send(error)
-
-
-@contextmanager
-def cluster_process(config: Config) -> Iterator[str]:
-    """Start a `SimCluster` in a child process; yield its kubeconfig path; stop it on exit."""
-    context = multiprocessing.get_context("spawn")
-    parent, child = context.Pipe()
-    stop = context.Event()
-    options = {
-        "nodes": config.nodes,
-        "gpus_per_node": config.gpus_per_node,
-        "schedule_period": config.schedule_period,
-    }
-    process = context.Process(target=_serve, args=(options, child, stop), name="sim-cluster", daemon=True)
-    process.start()
-    try:
-        if not parent.poll(60):
-            raise RuntimeError("the simulated cluster did not start within 60 s")
-        message = parent.recv()
-        if isinstance(message, BaseException):
-            raise RuntimeError("the simulated cluster failed to start") from message
-        yield str(message)
-    finally:
-        stop.set()
-        process.join(30)
-        if process.is_alive():
-            process.terminate()
-            process.join(5)
 
 
 # --------------------------------------------------------------------------------------------
@@ -293,7 +241,12 @@ def run(config: Config) -> Result:
     names = [f"bench-{index:05d}" for index in range(config.jobs)]
     manifests = [job_manifests(config, name) for name in names]
     recorder = Recorder(config.replicas)
-    with cluster_process(config) as kubeconfig:
+    options = {
+        "nodes": config.nodes,
+        "gpus_per_node": config.gpus_per_node,
+        "schedule_period": config.schedule_period,
+    }
+    with cluster_process(options) as kubeconfig:
         api = k8s_config.new_client_from_config(config_file=kubeconfig)
         core, custom = k8s.CoreV1Api(api), k8s.CustomObjectsApi(api)
 

@@ -1,0 +1,66 @@
+"""The embedded cluster in a child process, so its controllers and API server do not share the
+benchmark's GIL: the numbers then measure the client side being benchmarked, not both at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from multiprocessing.connection import Connection
+from multiprocessing.synchronize import Event as EventType
+from typing import Any
+
+# Controllers cancelled mid-request make the server log ClientDisconnect tracebacks while it
+# stops: noise for a benchmark's output.
+SHUTDOWN_NOISE = ("uvicorn.error", "airflow_gang.sim.apiserver.app")
+
+
+def _silence(names: Sequence[str]) -> None:
+    for name in names:
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+
+
+def _serve(options: dict[str, Any], quiet: Sequence[str], conn: Connection, stop: EventType) -> None:
+    from airflow_gang.sim.cluster import SimCluster
+
+    _silence(quiet)
+    try:
+        with SimCluster(**options) as cluster:
+            conn.send(cluster.kubeconfig_path)
+            stop.wait()
+            _silence(SHUTDOWN_NOISE)
+    except BaseException as error:  # reported to the parent instead of a silent hang
+        conn.send(error)
+
+
+@contextmanager
+def cluster_process(
+    options: dict[str, Any], *, quiet: Sequence[str] = (), stop_timeout: float = 30
+) -> Iterator[str]:
+    """Start ``SimCluster(**options)`` in a child process; yield its kubeconfig path; stop it on exit.
+
+    :param quiet: loggers silenced in the child for the whole run.
+    :param stop_timeout: seconds to wait for a clean stop before terminating the child.
+    """
+    context = multiprocessing.get_context("spawn")
+    parent, child = context.Pipe()
+    stop = context.Event()
+    process = context.Process(
+        target=_serve, args=(options, tuple(quiet), child, stop), name="sim-cluster", daemon=True
+    )
+    process.start()
+    try:
+        if not parent.poll(60):
+            raise RuntimeError("the simulated cluster did not start within 60 s")
+        message = parent.recv()
+        if isinstance(message, BaseException):
+            raise RuntimeError("the simulated cluster failed to start") from message
+        yield str(message)
+    finally:
+        stop.set()
+        process.join(stop_timeout)
+        if process.is_alive():
+            process.terminate()
+            process.join(5)
