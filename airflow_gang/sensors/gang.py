@@ -101,7 +101,10 @@ class _GangJobSensor(BaseSensorOperator):
         )
 
     def poke(self, context: Context) -> bool:
-        status, job = self._status()
+        return self._judge(*self._status())
+
+    def _judge(self, status: GangStatus, job: dict[str, Any] | None) -> bool:
+        """Done, not yet, or raise (job gone, failed, or queued past its admission deadline)."""
         namespace = self._namespace()
         if status.phase is GangPhase.LOST:
             raise GangJobLost(
@@ -121,9 +124,9 @@ class _GangJobSensor(BaseSensorOperator):
         links.persist(context, self._namespace(), self.job_name)
         if not self.deferrable:
             return super().execute(context)
-        if self.poke(context):
+        status, job = self._status()  # one read serves the first check and the trigger's uid
+        if self._judge(status, job):
             return None
-        status, job = self._status()
         deadline = None
         if self.timeout:
             deadline = (dt.datetime.now(dt.UTC) + dt.timedelta(seconds=float(self.timeout))).isoformat()
