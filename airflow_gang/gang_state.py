@@ -169,6 +169,22 @@ def gang_status(
 
 
 @dataclass(frozen=True)
+class GangSnapshot:
+    """One look at the cluster: the objects read and the decision made from them."""
+
+    status: GangStatus
+    job: JsonDict | None
+    podgroup: JsonDict | None
+    pods: list[JsonDict]
+
+    @classmethod
+    def of(
+        cls, job: JsonDict | None, podgroup: JsonDict | None, pods: list[JsonDict], gang_scheduling: str
+    ) -> GangSnapshot:
+        return cls(gang_status(job, podgroup, pods, gang_scheduling), job, podgroup, pods)
+
+
+@dataclass(frozen=True)
 class ReplicaFailure:
     pod: str
     replica: str

@@ -75,6 +75,31 @@ def get_provider_info() -> dict[str, Any]:
                         "example": "1800",
                         "default": "1800",
                     },
+                    "resume_hold_seconds": {
+                        "description": (
+                            "Earliest a deferred gang wait may resume its task, in seconds after the "
+                            "deferral. Airflow 3.3.2 fails a task whose resumed try is already queued or "
+                            "running when the scheduler reads the executor's success of the deferring try "
+                            "(apache/airflow#72716, #71580); a trigger firing seconds after the deferral "
+                            "hits that window. 0 turns the hold off (safe with dag.test())."
+                        ),
+                        "version_added": "0.2.0",
+                        "type": "float",
+                        "example": "10",
+                        "default": "10",
+                    },
+                    "orphan_reaper_interval": {
+                        "description": (
+                            "Seconds between the scheduler's sweeps for orphaned gang jobs: live "
+                            "PyTorchJobs whose task instance ended failed, upstream_failed, skipped or "
+                            "removed, so that no try will ever wait for them (a task failed from outside: "
+                            "a zombie, a killed worker, a scheduler race). 0 turns the reaper off."
+                        ),
+                        "version_added": "0.2.0",
+                        "type": "float",
+                        "example": "30",
+                        "default": "30",
+                    },
                     "ui_url_template": {
                         "description": (
                             "URL of the 'Gang job' extra link. Placeholders: {namespace}, {name}, {base_url}."

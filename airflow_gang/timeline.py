@@ -106,8 +106,8 @@ def _replica_count(job: JsonDict) -> int:
     return sum(int((spec or {}).get("replicas", 1)) for spec in specs.values())
 
 
-def _gang_bound_at(job: JsonDict, pods: Sequence[JsonDict]) -> dt.datetime | None:
-    """When the last of the job's replica pods was bound, once all of them were."""
+def _bound_times(pods: Sequence[JsonDict]) -> list[dt.datetime]:
+    """When each pod was bound (its ``PodScheduled=True`` transition), earliest first."""
     bound = []
     for pod in pods:
         moment = next(
@@ -120,9 +120,46 @@ def _gang_bound_at(job: JsonDict, pods: Sequence[JsonDict]) -> dt.datetime | Non
         )
         if moment is not None:
             bound.append(moment)
-    if not bound or len(bound) < _replica_count(job):
+    return sorted(bound)
+
+
+def _gang_bound_at(job: JsonDict, pods: Sequence[JsonDict], needed: int | None = None) -> dt.datetime | None:
+    """When the ``needed``-th replica pod (default: every replica) was bound, once that many were."""
+    bound = _bound_times(pods)
+    needed = needed if needed and needed > 0 else _replica_count(job)
+    if not bound or len(bound) < needed:
         return None
-    return max(bound)
+    return bound[needed - 1]
+
+
+def gang_admitted_at(
+    job: JsonDict, podgroup: JsonDict | None, pods: Sequence[JsonDict], min_member: int | None = None
+) -> dt.datetime | None:
+    """When the cluster admitted the gang, read off its objects (not when someone looked).
+
+    In order: the bind time of the ``min_member``-th pod (Volcano binds the whole gang in one
+    session); the PodGroup's ``Scheduled`` condition; the job's ``Running`` condition. None when
+    none of them shows it yet.
+    """
+    bound = _gang_bound_at(job, pods, min_member)
+    if bound is not None:
+        return bound
+    for condition in ((podgroup or {}).get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "Scheduled" and condition.get("status") == "True":
+            moment = parse_time(condition.get("lastTransitionTime"))
+            if moment is not None:
+                return moment
+    return _condition_time(job, "Running")
+
+
+def finished_at(job: JsonDict) -> dt.datetime | None:
+    """``completionTime``, else the ``Succeeded``/``Failed`` condition's time."""
+    status = job.get("status") or {}
+    return (
+        parse_time(status.get("completionTime"))
+        or _condition_time(job, "Succeeded")
+        or _condition_time(job, "Failed")
+    )
 
 
 def job_timeline(job: JsonDict, pods: Sequence[JsonDict] = ()) -> JobTimeline:

@@ -13,10 +13,10 @@ from collections.abc import Callable
 from typing import Any
 
 from airflow_gang.exceptions import GangApiError, GangSpecError, PyTorchJobFailed
-from airflow_gang.gang_state import GangStatus, failing_replica, gang_status, last_true_condition
+from airflow_gang.gang_state import GangSnapshot, failing_replica, last_true_condition
 from airflow_gang.hooks.gang import GangJobHook
 from airflow_gang.naming import MANAGED_BY_LABEL, MANAGED_BY_VALUE, identity_selector
-from airflow_gang.timeline import parse_time
+from airflow_gang.timeline import gang_admitted_at, parse_time
 
 JsonDict = dict[str, Any]
 log = logging.getLogger(__name__)
@@ -51,7 +51,7 @@ def check_queue(hook: GangJobHook, queue: str) -> None:
 
 def observe(
     hook: GangJobHook, name: str, namespace: str, gang_scheduling: str, uid: str | None = None
-) -> tuple[GangStatus, JsonDict | None]:
+) -> GangSnapshot:
     """Read the job, its PodGroup and its pods once and decide where the gang stands.
 
     With ``uid``, a job of the same name but another uid is someone else's: it counts as lost.
@@ -61,7 +61,15 @@ def observe(
         job = None
     podgroup = hook.get_podgroup(name, namespace) if gang_scheduling != "disabled" else None
     pods = hook.list_job_pods(name, namespace) if job is not None else []
-    return gang_status(job, podgroup, pods, gang_scheduling), job
+    return GangSnapshot.of(job, podgroup, pods, gang_scheduling)
+
+
+def admitted_at(seen: GangSnapshot) -> str:
+    """When the cluster admitted the gang (ISO), from its objects; now if they cannot tell."""
+    moment = None
+    if seen.job is not None:
+        moment = gang_admitted_at(seen.job, seen.podgroup, seen.pods, seen.status.min_member)
+    return (moment or dt.datetime.now(dt.UTC)).isoformat()
 
 
 def is_live(job: JsonDict) -> bool:
@@ -212,6 +220,26 @@ def failure_error(hook: GangJobHook, name: str, namespace: str, lines: int) -> P
         reason=failure.reason,
         log_tail=tail,
     )
+
+
+def resume_hold_seconds() -> float:
+    """``[gang] resume_hold_seconds``: how long after a deferral a trigger may fire at the earliest."""
+    from airflow.configuration import conf
+
+    configured = conf.get("gang", "resume_hold_seconds", fallback="10")
+    try:
+        return max(0.0, float(configured or 0))
+    except ValueError:
+        raise GangSpecError(
+            f"[gang] resume_hold_seconds={configured!r} is invalid: use a number of seconds (0 turns the "
+            "hold off)",
+            field="resume_hold_seconds",
+        ) from None
+
+
+def resume_not_before() -> str:
+    """The ``not_before`` of a trigger deferred now (ISO UTC); see `GangJobTrigger`."""
+    return (dt.datetime.now(dt.UTC) + dt.timedelta(seconds=resume_hold_seconds())).isoformat()
 
 
 def positive_seconds(value: Any, field: str) -> float | None:

@@ -27,7 +27,7 @@ from airflow_gang.exceptions import (
     GangSpecError,
     PyTorchJobFailed,
 )
-from airflow_gang.gang_state import GangPhase, GangStatus, master_pod_name
+from airflow_gang.gang_state import GangPhase, GangSnapshot, GangStatus, master_pod_name
 from airflow_gang.hooks.gang import GangJobHook
 from airflow_gang.metrics import parse_metrics
 from airflow_gang.naming import identity_labels, job_name
@@ -77,6 +77,23 @@ def _utc_now() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
 
 
+def _event_progress(event: dict[str, Any]) -> JsonDict:
+    """The ``progress`` entry after a deferred wait: the trigger's last look, else the event."""
+    progress = event.get("progress")
+    if isinstance(progress, dict):
+        return progress
+    return {
+        "phase": event.get("phase") or event.get("status"),
+        "podgroup_phase": event.get("podgroup_phase"),
+        "queue": event.get("queue"),
+        "replicas_bound": None,
+        "replicas_running": None,
+        "replicas": None,
+        "message": event.get("message") or "",
+        "updated_at": _utc_now().isoformat(),
+    }
+
+
 class PyTorchJobOperator(BaseOperator):
     """Run a Kubeflow PyTorchJob gang-scheduled by Volcano and wait for it.
 
@@ -103,9 +120,10 @@ class PyTorchJobOperator(BaseOperator):
     :param delete_on_finish: ``always``, ``on_success`` (default) or ``never``.
     :param poll_interval: seconds between checks when no change is seen.
     :param deferrable: wait in the triggerer (default: ``[operators] default_deferrable``).
-    :param report_progress: keep the task state store's ``progress`` entry current (phase,
-        queue, replicas bound). While deferred this costs one short return to a worker per
-        phase change (queued, admitted, running), because the triggerer cannot write the store.
+    :param report_progress: write the task state store's ``progress`` entry (phase, queue,
+        replicas bound) whenever the task runs in a worker: on every phase change while it waits
+        there, and before and after a deferral. While deferred, phase changes go to the task
+        log only: returning to a worker for each one would provoke apache/airflow#72716.
     :param collect_metrics: put the ``name=value`` pairs of the master's last ``log_tail_lines``
         log lines (Katib's StdOut format, e.g. ``accuracy=0.97``) into the result's ``metrics``.
     """
@@ -310,14 +328,20 @@ class PyTorchJobOperator(BaseOperator):
         deadline = submitted_at + dt.timedelta(seconds=admission_timeout) if admission_timeout else None
         wait_for = "both" if self.wait_for_completion else "admission"
         if self.deferrable:
-            self._defer(
-                context,
-                job,
-                gang_scheduling=spec.gang_scheduling.value,
-                wait_for=wait_for,
-                deadline=deadline,
-                submitted_at=submitted_at,
-            )
+            seen = self._observe(job, spec.gang_scheduling.value)
+            self._record_progress(context, seen.status)
+            # A wait the trigger would end at once is finished here: a task resumed seconds after
+            # it deferred is what apache/airflow#72716 fails.
+            ends_now = seen.status.finished or seen.status.phase is GangPhase.LOST
+            if not ends_now and not (wait_for == "admission" and seen.status.admitted):
+                self._defer(
+                    context,
+                    job,
+                    gang_scheduling=spec.gang_scheduling.value,
+                    wait_for=wait_for,
+                    deadline=deadline,
+                    submitted_at=submitted_at,
+                )
         return self._wait_in_worker(context, job, spec.gang_scheduling.value, wait_for, deadline)
 
     def _reattach(self, context: Context, namespace: str, identity: dict[str, str]) -> JsonDict | None:
@@ -344,20 +368,31 @@ class PyTorchJobOperator(BaseOperator):
     def _remember(self, context: Context, job: JsonDict) -> None:
         metadata = job["metadata"]
         links.persist(context, metadata["namespace"], metadata["name"])
+        # The orphan reaper (airflow_gang.reaper) finds jobs through this entry, so it names the
+        # connection too.
         self._state_store_set(
             context,
             STATE_STORE_JOB_KEY,
-            {"name": metadata["name"], "namespace": metadata["namespace"], "uid": metadata["uid"]},
+            {
+                "name": metadata["name"],
+                "namespace": metadata["namespace"],
+                "uid": metadata["uid"],
+                "kubernetes_conn_id": self.kubernetes_conn_id,
+                "try_number": int(getattr(context["ti"], "try_number", 1) or 1),
+            },
         )
+
+    def _record_progress(self, context: Context, status: GangStatus) -> None:
+        if self.report_progress:
+            self._state_store_set(context, STATE_STORE_PROGRESS_KEY, status.progress(_utc_now().isoformat()))
 
     # --- waiting in the worker ----------------------------------------------------------------
 
-    def _observe(self, job: JsonDict, gang_scheduling: str) -> GangStatus:
+    def _observe(self, job: JsonDict, gang_scheduling: str) -> GangSnapshot:
         metadata = job["metadata"]
-        status, _ = lifecycle.observe(
+        return lifecycle.observe(
             self.hook, metadata["name"], metadata["namespace"], gang_scheduling, metadata["uid"]
         )
-        return status
 
     def _wait_in_worker(
         self,
@@ -409,7 +444,8 @@ class PyTorchJobOperator(BaseOperator):
         admitted_at: str | None = None
         last = ""
         while True:
-            status = self._observe(job, gang_scheduling)
+            seen = self._observe(job, gang_scheduling)
+            status = seen.status
             if self.get_logs and self._log_follower is None and status.phase is GangPhase.RUNNING:
                 self._log_follower = LogFollower(
                     self.hook, master_pod_name(name), namespace, self.log
@@ -417,17 +453,17 @@ class PyTorchJobOperator(BaseOperator):
             line = status.describe()
             if line != last:
                 self.log.info("gang job %s/%s: %s", namespace, name, line)
-                self._state_store_set(
-                    context, STATE_STORE_PROGRESS_KEY, status.progress(_utc_now().isoformat())
-                )
+                self._record_progress(context, status)
                 last = line
             if status.phase is GangPhase.LOST:
                 raise GangJobLost(
                     f"PyTorchJob {namespace}/{name} was deleted while waiting", name=name, namespace=namespace
                 )
             if status.admitted and admitted_at is None:
-                admitted_at = _utc_now().isoformat()
-                self.log.info("gang admitted job=%s/%s queue=%s", namespace, name, status.queue)
+                admitted_at = lifecycle.admitted_at(seen)
+                self.log.info(
+                    "gang admitted job=%s/%s queue=%s at %s", namespace, name, status.queue, admitted_at
+                )
                 if wait_for == "admission":
                     return lifecycle.result(self._current(job), "admitted", admitted_at, None)
             if status.finished:
@@ -476,7 +512,6 @@ class PyTorchJobOperator(BaseOperator):
         deadline: dt.datetime | None,
         submitted_at: dt.datetime,
         admitted_at: str | None = None,
-        reported_phase: str | None = None,
         execution_deadline: dt.datetime | None = None,
     ) -> None:
         timeout = None
@@ -499,8 +534,7 @@ class PyTorchJobOperator(BaseOperator):
             poll_interval=self.poll_interval,
             kubernetes_conn_id=self.kubernetes_conn_id,
             hook_kwargs=self.hook.async_hook_kwargs(),
-            report_phase_changes=self.report_progress,
-            reported_phase=reported_phase,
+            not_before=lifecycle.resume_not_before(),
         )
         self.defer(
             trigger=trigger,
@@ -539,9 +573,10 @@ class PyTorchJobOperator(BaseOperator):
             "metadata": {"name": name, "namespace": namespace, "uid": event.get("uid")}
         }
         self._submitted = job
+        if self.report_progress:
+            self._state_store_set(context, STATE_STORE_PROGRESS_KEY, _event_progress(event))
         if status == "progress":
-            # A phase change while deferred: record it where the UI shows it, then wait on.
-            self._state_store_set(context, STATE_STORE_PROGRESS_KEY, event.get("progress") or {})
+            # Only a trigger serialized by 0.1 ends on a phase change: wait on with today's trigger.
             self._defer(
                 context,
                 job,
@@ -550,7 +585,6 @@ class PyTorchJobOperator(BaseOperator):
                 deadline=dt.datetime.fromisoformat(admission_deadline) if admission_deadline else None,
                 submitted_at=dt.datetime.fromisoformat(submitted_at) if submitted_at else _utc_now(),
                 admitted_at=timeline.get("admitted_at"),
-                reported_phase=event.get("phase"),
                 execution_deadline=dt.datetime.fromisoformat(execution_deadline)
                 if execution_deadline
                 else None,

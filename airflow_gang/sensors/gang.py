@@ -70,7 +70,8 @@ class _GangJobSensor(BaseSensorOperator):
 
     def _status(self) -> tuple[GangStatus, dict[str, Any] | None]:
         namespace = self._namespace()
-        status, job = lifecycle.observe(self.hook, self.job_name, namespace, self.gang_scheduling)
+        seen = lifecycle.observe(self.hook, self.job_name, namespace, self.gang_scheduling)
+        status, job = seen.status, seen.job
         self.log.info("gang job %s/%s: %s", namespace, self.job_name, status.describe())
         return status, job
 
@@ -147,6 +148,7 @@ class _GangJobSensor(BaseSensorOperator):
             kubernetes_conn_id=self.kubernetes_conn_id,
             hook_kwargs=self.hook.async_hook_kwargs(),
             delete_on_kill=False,
+            not_before=lifecycle.resume_not_before(),
         )
         self.defer(trigger=trigger, method_name="execute_complete")
 

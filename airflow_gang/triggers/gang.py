@@ -11,6 +11,14 @@ Deadlines travel as absolute UTC times, so a triggerer restart does not reset th
 admission timeout the trigger deletes the job and its PodGroup and confirms they are gone before
 it reports, so a retry starts clean. ``on_kill`` (Airflow 3.3: the user marked the task failed or
 success, or cleared it) deletes the job and PodGroup too.
+
+One deferral covers the whole wait of a try: phase changes go to the task log from here (the
+trigger's log is the try's log), never back to a worker. The event is held until ``not_before``
+(the deferral moment plus ``[gang] resume_hold_seconds``): Airflow 3.3.2 fails a task whose
+resumed try is already queued or running when the scheduler reads the executor's "success" of
+the deferring try (apache/airflow#72716, #71580), and a trigger that fires seconds after the
+deferral hits that window. The event's timeline comes from the cluster's own objects (bind
+times, conditions, ``completionTime``), not from when this trigger happened to look.
 """
 
 from __future__ import annotations
@@ -24,9 +32,11 @@ from typing import Any, Literal
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_gang.exceptions import GangApiError
-from airflow_gang.gang_state import GangPhase, GangStatus, gang_status
+from airflow_gang.gang_state import GangPhase, GangSnapshot
 from airflow_gang.hooks.gang import AsyncGangJobHook
+from airflow_gang.timeline import finished_at, gang_admitted_at
 
+JsonDict = dict[str, Any]
 WaitFor = Literal["admission", "completion", "both"]
 _WATCH_SECONDS = 60
 _DELETE_CONFIRM_SECONDS = 60.0
@@ -38,6 +48,10 @@ def utc_now() -> dt.datetime:
 
 def _parse(moment: str | None) -> dt.datetime | None:
     return dt.datetime.fromisoformat(moment) if moment else None
+
+
+def _iso(moment: dt.datetime | None) -> str | None:
+    return moment.isoformat() if moment else None
 
 
 class GangJobTrigger(BaseTrigger):
@@ -60,9 +74,11 @@ class GangJobTrigger(BaseTrigger):
         (``GangJobHook.async_hook_kwargs()``: the connection's extras and kubeconfig content), so
         the triggerer needs neither the metadata database nor the worker's files.
     :param delete_on_kill: delete job and PodGroup when the user kills the deferred task.
-    :param report_phase_changes: also end with a ``progress`` event when the phase differs from
-        ``reported_phase`` (the operator records it and defers again).
-    :param reported_phase: the phase the task last recorded.
+    :param not_before: ISO UTC time before which no event is fired (the deferral moment plus
+        ``[gang] resume_hold_seconds``; see the module docstring for the Airflow race it avoids).
+    :param report_phase_changes: ignored; accepted so triggers serialized by 0.1 still load
+        (they ended on every phase change; phase changes are now logged here instead).
+    :param reported_phase: ignored, as ``report_phase_changes``.
     """
 
     def __init__(
@@ -81,6 +97,7 @@ class GangJobTrigger(BaseTrigger):
         kubernetes_conn_id: str | None = "kubernetes_default",
         hook_kwargs: dict[str, Any] | None = None,
         delete_on_kill: bool = True,
+        not_before: str | None = None,
         report_phase_changes: bool = False,
         reported_phase: str | None = None,
     ) -> None:
@@ -98,8 +115,8 @@ class GangJobTrigger(BaseTrigger):
         self.kubernetes_conn_id = kubernetes_conn_id
         self.hook_kwargs = hook_kwargs
         self.delete_on_kill = delete_on_kill
-        self.report_phase_changes = report_phase_changes
-        self.reported_phase = reported_phase
+        self.not_before = not_before
+        del report_phase_changes, reported_phase  # see the docstring
         self._event_sent = False
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
@@ -119,8 +136,7 @@ class GangJobTrigger(BaseTrigger):
                 "kubernetes_conn_id": self.kubernetes_conn_id,
                 "hook_kwargs": self.hook_kwargs,
                 "delete_on_kill": self.delete_on_kill,
-                "report_phase_changes": self.report_phase_changes,
-                "reported_phase": self.reported_phase,
+                "not_before": self.not_before,
             },
         )
 
@@ -149,55 +165,76 @@ class GangJobTrigger(BaseTrigger):
                 )
             )
         try:
-            event = await self._wait(hook, changed)
-        except GangApiError as error:
-            event = self._event("error", None, f"{error}")
+            try:
+                event = await self._wait(hook, changed)
+            except GangApiError as error:
+                event = self._event("error", None, f"{error}")
+            finally:
+                for follower in followers:
+                    follower.cancel()
+                await asyncio.gather(*followers, return_exceptions=True)
+            await self._hold()
         finally:
-            for follower in followers:
-                follower.cancel()
-            await asyncio.gather(*followers, return_exceptions=True)
+            await _close(hook)
         self._event_sent = True
         yield TriggerEvent(event)  # type: ignore[no-untyped-call]
+
+    async def _hold(self) -> None:
+        """Fire no event before ``not_before`` (apache/airflow#72716: see the module docstring)."""
+        not_before = _parse(self.not_before)
+        if not_before is None:
+            return
+        wait = (not_before - utc_now()).total_seconds()
+        if wait > 0:
+            self.log.info(
+                "holding the event %.1fs so the scheduler settles the deferral first (apache/airflow#72716)",
+                wait,
+            )
+            await asyncio.sleep(wait)
 
     async def _wait(self, hook: AsyncGangJobHook, changed: asyncio.Event) -> dict[str, Any]:
         waiting_for_admission = self.wait_for in ("admission", "both") and self.admitted_at is None
         last_line = ""
         while True:
             changed.clear()
-            status = await self._observe(hook)
+            seen = await self._observe(hook)
+            status = seen.status
             line = status.describe()
             if line != last_line:
                 self.log.info("gang job %s/%s: %s", self.namespace, self.name, line)
                 last_line = line
             if status.phase is GangPhase.LOST:
                 return self._event(
-                    "lost", status, f"PyTorchJob {self.namespace}/{self.name} was deleted while waiting"
+                    "lost", seen, f"PyTorchJob {self.namespace}/{self.name} was deleted while waiting"
                 )
-            if status.admitted and self.admitted_at is None:
-                self.admitted_at = utc_now().isoformat()
-                self.log.info("gang admitted job=%s/%s queue=%s", self.namespace, self.name, status.queue)
+            if status.admitted and self.admitted_at is None and seen.job is not None:
+                admitted = gang_admitted_at(seen.job, seen.podgroup, seen.pods, status.min_member)
+                self.admitted_at = _iso(admitted or utc_now())
+                self.log.info(
+                    "gang admitted job=%s/%s queue=%s at %s",
+                    self.namespace,
+                    self.name,
+                    status.queue,
+                    self.admitted_at,
+                )
             if waiting_for_admission and status.admitted:
                 waiting_for_admission = False
                 if self.wait_for == "admission":
-                    return self._event("admitted", status, "")
+                    return self._event("admitted", seen, "")
             if status.finished:
-                return self._event(status.phase.value, status, status.message)
-            if self.report_phase_changes and status.phase.value != self.reported_phase:
-                event = self._event("progress", status, status.message)
-                event["progress"] = status.progress(utc_now().isoformat())
-                return event
+                return self._event(status.phase.value, seen, status.message)
             now = utc_now()
             admission_deadline = _parse(self.admission_deadline)
             if waiting_for_admission and admission_deadline is not None and now >= admission_deadline:
                 await self._delete(hook)
                 return self._event(
                     "admission_timeout",
-                    status,
+                    seen,
                     f"gang not admitted by {self.admission_deadline}: {status.describe()}",
                 )
             execution_deadline = _parse(self.execution_deadline)
             if execution_deadline is not None and now >= execution_deadline:
-                return self._event("error", status, f"execution_timeout reached at {self.execution_deadline}")
+                return self._event("error", seen, f"execution_timeout reached at {self.execution_deadline}")
             deadlines = [
                 d for d in (admission_deadline if waiting_for_admission else None, execution_deadline) if d
             ]
@@ -205,7 +242,7 @@ class GangJobTrigger(BaseTrigger):
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(changed.wait(), max(0.0, timeout))
 
-    async def _observe(self, hook: AsyncGangJobHook) -> GangStatus:
+    async def _observe(self, hook: AsyncGangJobHook) -> GangSnapshot:
         job = await hook.get_pytorchjob(self.name, self.namespace)
         if job is not None and job["metadata"].get("uid") != self.uid:
             job = None  # a new job under the same name is not ours
@@ -213,7 +250,7 @@ class GangJobTrigger(BaseTrigger):
             await hook.get_podgroup(self.name, self.namespace) if self.gang_scheduling != "disabled" else None
         )
         pods = await hook.list_job_pods(self.name, self.namespace) if job is not None else []
-        return gang_status(job, podgroup, pods, self.gang_scheduling)
+        return GangSnapshot.of(job, podgroup, pods, self.gang_scheduling)
 
     async def _follow(
         self,
@@ -249,7 +286,9 @@ class GangJobTrigger(BaseTrigger):
                 self.log.debug("watch of %s %s/%s interrupted: %s", kind, self.namespace, self.name, error)
                 await asyncio.sleep(min(self.poll_interval, 5.0))
 
-    def _event(self, status: str, gang: GangStatus | None, message: str) -> dict[str, Any]:
+    def _event(self, status: str, seen: GangSnapshot | None, message: str) -> dict[str, Any]:
+        gang = seen.status if seen else None
+        finished = finished_at(seen.job) if seen is not None and seen.job is not None else None
         return {
             "status": status,
             "name": self.name,
@@ -259,18 +298,20 @@ class GangJobTrigger(BaseTrigger):
             "podgroup_phase": gang.podgroup_phase if gang else None,
             "queue": gang.queue if gang else None,
             "message": message,
-            # What the task needs to wait on after a "progress" event, carried in the event
-            # itself: dag.test() resumes a task with the event alone, without the defer kwargs.
+            # What the task needs to finish the wait, carried in the event itself: dag.test()
+            # resumes a task with the event alone, without the defer kwargs.
             "wait": {
                 "wait_for": self.wait_for,
                 "gang_scheduling": self.gang_scheduling,
                 "admission_deadline": self.admission_deadline,
                 "execution_deadline": self.execution_deadline,
             },
+            # The task state store's ``progress`` entry, written by the task when it resumes.
+            "progress": gang.progress(utc_now().isoformat()) if gang else None,
             "timeline": {
                 "submitted_at": self.submitted_at,
                 "admitted_at": self.admitted_at,
-                "finished_at": utc_now().isoformat() if gang is not None and gang.finished else None,
+                "finished_at": _iso(finished) if gang is not None and gang.finished else None,
             },
         }
 
@@ -300,3 +341,11 @@ class GangJobTrigger(BaseTrigger):
             return
         self.log.info("task killed: deleting PyTorchJob %s/%s and its PodGroup", self.namespace, self.name)
         await self._delete(self.hook())
+
+
+async def _close(hook: AsyncGangJobHook) -> None:
+    """Release the hook's pooled API client, where the hook keeps one."""
+    close = getattr(hook, "close", None)
+    if close is not None:
+        with contextlib.suppress(Exception):
+            await close()

@@ -196,7 +196,13 @@ def test_the_task_state_store_holds_the_job_identity_and_live_progress(
     assert task_states(dag_run) == {"train": "success", "record": "success"}
     identity = stored_state(dag_run, "train", "pytorchjob")
     result = json.loads((tmp_path / "out.json").read_text())["result"]
-    assert identity == {"name": result["name"], "namespace": "default", "uid": result["uid"]}
+    assert identity == {
+        "name": result["name"],
+        "namespace": "default",
+        "uid": result["uid"],
+        "kubernetes_conn_id": "kubernetes_default",
+        "try_number": 1,
+    }
     progress = stored_state(dag_run, "train", "progress")
     assert set(progress) == {
         "phase",

@@ -57,6 +57,8 @@ def test_provider_info_matches_airflows_schema() -> None:
     assert info["package-name"] == "airflow-gang"
     assert set(info["config"]["gang"]["options"]) == {
         "default_admission_timeout",
+        "resume_hold_seconds",
+        "orphan_reaper_interval",
         "ui_url_template",
         "dashboard_url_template",
         "ui_kubernetes_conn_id",
