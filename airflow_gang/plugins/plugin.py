@@ -15,6 +15,8 @@ from typing import Any
 
 from airflow.plugins_manager import AirflowPlugin
 
+from airflow_gang.plugins.listener import listener
+
 URL_PREFIX = "/gang"
 
 Scope = MutableMapping[str, Any]
@@ -61,3 +63,5 @@ class GangPlugin(AirflowPlugin):
             "icon": f"{URL_PREFIX}/static/icon.svg",
         }
     ]
+    # The orphan reaper (airflow_gang.reaper), run by the scheduler.
+    listeners: list[Any] = [listener]
