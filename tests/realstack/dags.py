@@ -1,0 +1,95 @@
+"""The DAG files of the real-stack scenarios (written into the stack's dags folder).
+
+Each is a file users could copy: the job arguments are the operator's, and the simulated work is
+set through the script runtime's pod annotations (duration, exit code, log).
+"""
+
+from __future__ import annotations
+
+_HEADER = """
+import datetime as dt
+from airflow.sdk import DAG, task
+from airflow_gang.operators.pytorch_job import PyTorchJobOperator
+
+def work(seconds, exit_code=0, log="epoch 1/1 accuracy=0.9"):
+    return {"metadata": {"annotations": {
+        "sim.airflow-gang.io/duration": str(seconds),
+        "sim.airflow-gang.io/exit-code": str(exit_code),
+        "sim.airflow-gang.io/log": log,
+    }}}
+"""
+
+GANG_SWEEP = (
+    _HEADER
+    + """
+# Six deferrable 4-GPU gangs on a 4-GPU pool: one at a time, never two placed together.
+with DAG("rs_gang_sweep", schedule=None, start_date=dt.datetime(2026, 1, 1), catchup=False) as dag:
+    PyTorchJobOperator.partial(
+        task_id="train", image="ghcr.io/acme/train:1", workers=3, resources={"nvidia.com/gpu": 1},
+        gang_scheduling="provider", deferrable=True, admission_timeout=300, retries=0, poll_interval=30,
+        pod_template=work(3),
+    ).expand(env=[{"SWEEP_INDEX": str(i)} for i in range(6)])
+"""
+)
+
+NO_GANG_SWEEP = (
+    _HEADER
+    + """
+# The same sweep without gang scheduling: partial placements deadlock the pool until each job's
+# admission timeout deletes it.
+with DAG("rs_no_gang_sweep", schedule=None, start_date=dt.datetime(2026, 1, 1), catchup=False) as dag:
+    PyTorchJobOperator.partial(
+        task_id="train", image="ghcr.io/acme/train:1", workers=3, resources={"nvidia.com/gpu": 1},
+        gang_scheduling="disabled", deferrable=True, admission_timeout=25, retries=0, poll_interval=30,
+        pod_template=work(3),
+    ).expand(env=[{"SWEEP_INDEX": str(i)} for i in range(6)])
+"""
+)
+
+LONG_JOB = (
+    _HEADER
+    + """
+# One long job per mode: killed or failed from outside by the tests.
+with DAG("rs_long_job", schedule=None, start_date=dt.datetime(2026, 1, 1), catchup=False) as dag:
+    for deferrable in (True, False):
+        PyTorchJobOperator(
+            task_id="deferred" if deferrable else "in_worker", image="ghcr.io/acme/train:1", workers=1,
+            resources={"nvidia.com/gpu": 1}, deferrable=deferrable, retries=0, poll_interval=1,
+            pod_template=work(600),
+        )
+"""
+)
+
+RETRY_AFTER_TIMEOUT = (
+    _HEADER
+    + """
+# The pool is busy when try 1 queues: its admission timeout deletes it, try 2 gets the gang.
+with DAG("rs_retry_after_timeout", schedule=None, start_date=dt.datetime(2026, 1, 1), catchup=False) as dag:
+    PyTorchJobOperator(
+        task_id="train", image="ghcr.io/acme/train:1", workers=3, resources={"nvidia.com/gpu": 1},
+        deferrable=True, admission_timeout=8, retries=2, retry_delay=dt.timedelta(seconds=1),
+        poll_interval=30, pod_template=work(2),
+    )
+"""
+)
+
+REPLICA_FAILURE = (
+    _HEADER
+    + """
+# Worker 0 exits with code 3: the task fails with PyTorchJobFailed naming it.
+with DAG("rs_replica_failure", schedule=None, start_date=dt.datetime(2026, 1, 1), catchup=False) as dag:
+    PyTorchJobOperator(
+        task_id="train", image="ghcr.io/acme/train:1", workers=1, resources={"nvidia.com/gpu": 1},
+        deferrable=True, retries=0, restart_policy="Never", poll_interval=30,
+        pod_template=work(1, exit_code=3, log="loading shard 7\\nRuntimeError: CUDA error: out of memory"),
+    )
+"""
+)
+
+DAG_FILES = {
+    "rs_gang_sweep": GANG_SWEEP,
+    "rs_no_gang_sweep": NO_GANG_SWEEP,
+    "rs_long_job": LONG_JOB,
+    "rs_retry_after_timeout": RETRY_AFTER_TIMEOUT,
+    "rs_replica_failure": REPLICA_FAILURE,
+}

@@ -1,0 +1,261 @@
+"""The mission's scenarios under a real scheduler, triggerer and api-server (see conftest.py).
+
+- a mapped sweep of six deferrable 4-GPU gangs on a 4-GPU pool: all succeed, one gang at a time,
+  with timelines read off the cluster, and no task resumed seconds after it deferred;
+- the same sweep without gang scheduling: the pool deadlocks and admission timeouts clear it;
+- a person marks a deferred task failed: the trigger's ``on_kill`` deletes the job;
+- a deferred and a running task fail from outside with no code of theirs running (a task
+  instance failed in the database, a task process killed): the scheduler's orphan reaper
+  deletes their jobs;
+- an admission timeout, then a retry that gets the gang; a replica failure named in the task.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import itertools
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client as k8s
+
+from airflow_gang.stack import AirflowStack
+from airflow_gang.timeline import parse_time
+from tests.e2e.test_scenarios import delete_job, jobs_of
+from tests.realstack.conftest import REAPER_INTERVAL, component_logs
+from tests.waiting import eventually
+
+RACE_MESSAGE = "finished with state success, but the task instance's state attribute is"
+SWEEP_TIMEOUT = 240.0
+NODES = ("sim-node-1", "sim-node-2")
+
+
+def results(stack: AirflowStack, dag_id: str, run_id: str, count: int) -> list[dict[str, Any]]:
+    values = []
+    for index in range(count):
+        path = (
+            f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/train/xcomEntries/return_value"
+            f"?map_index={index}&deserialize=true"
+        )
+        values.append(stack.client.call("GET", path)["value"])
+    return values
+
+
+def states(stack: AirflowStack, dag_id: str, run_id: str) -> list[str | None]:
+    tis = sorted(stack.client.task_instances(dag_id, run_id), key=lambda ti: ti["map_index"])
+    return [ti["state"] for ti in tis]
+
+
+def run_gang_sweep(stack: AirflowStack) -> tuple[str, list[dict[str, Any]]]:
+    run_id = stack.client.trigger("rs_gang_sweep")
+    state = stack.client.wait_for_run("rs_gang_sweep", run_id, timeout=SWEEP_TIMEOUT)
+    assert states(stack, "rs_gang_sweep", run_id) == ["success"] * 6, component_logs(stack)
+    assert state == "success"
+    return run_id, results(stack, "rs_gang_sweep", run_id, 6)
+
+
+def check_sweep_timelines(values: list[dict[str, Any]]) -> None:
+    """Each job's times come from the cluster; no two gangs held the pool at once."""
+    spans = []
+    for value in values:
+        submitted, admitted, finished = (
+            parse_time(value[key]) for key in ("submitted_at", "admitted_at", "finished_at")
+        )
+        assert submitted is not None
+        assert admitted is not None
+        assert finished is not None
+        assert submitted <= admitted <= finished, value
+        # A 3 s job at one-second resolution: neither 0 (admission stamped at the end) nor long.
+        assert 2.0 <= value["run_seconds"] <= 6.0, value
+        spans.append((admitted, finished))
+    spans.sort()
+    for (_, end), (start, _) in itertools.pairwise(spans):
+        assert start >= end - dt.timedelta(seconds=1), f"two gangs overlapped: {spans}"
+
+
+def test_a_mapped_sweep_of_deferred_gangs_all_succeed_one_gang_at_a_time(
+    stack: AirflowStack, api: k8s.ApiClient
+) -> None:
+    run_id, values = run_gang_sweep(stack)
+    check_sweep_timelines(values)
+    assert RACE_MESSAGE not in stack.component_log("scheduler")
+    log = stack.client.task_log("rs_gang_sweep", run_id, "train", 1, map_index=5)
+    # One deferral for the whole wait, its phase changes logged by the trigger into the task log.
+    assert log.count("Pausing task as DEFERRED") == 1, log
+    assert "gang job default/" in log
+    assert "queued" in log
+    assert "succeeded" in log
+    assert "async thread was blocked" not in stack.component_log("triggerer")
+
+
+@pytest.mark.slow
+def test_ten_consecutive_sweeps_all_succeed(stack: AirflowStack, api: k8s.ApiClient) -> None:
+    """The scheduler race is timing: run the sweep again and again (GANG_REALSTACK_SWEEPS)."""
+    runs = int(os.environ.get("GANG_REALSTACK_SWEEPS", "10"))
+    for _ in range(runs):
+        _, values = run_gang_sweep(stack)
+        check_sweep_timelines(values)
+        eventually(lambda: not jobs_of(api, "rs_gang_sweep"), timeout=30, message="sweep left jobs")
+    assert RACE_MESSAGE not in stack.component_log("scheduler")
+
+
+def test_without_gangs_the_pool_deadlocks_and_admission_timeouts_clear_it(
+    stack: AirflowStack, api: k8s.ApiClient
+) -> None:
+    run_id = stack.client.trigger("rs_no_gang_sweep")
+    stack.client.wait_for_run("rs_no_gang_sweep", run_id, timeout=SWEEP_TIMEOUT)
+    final = states(stack, "rs_no_gang_sweep", run_id)
+    assert set(final) <= {"success", "failed"}, final
+    failed = [index for index, state in enumerate(final) if state == "failed"]
+    for index in failed:
+        log = stack.client.task_log("rs_no_gang_sweep", run_id, "train", 1, map_index=index)
+        assert "GangAdmissionTimeout" in log, log[-3000:]
+    assert failed, "six partial placements on a 4-GPU pool never deadlocked"
+
+
+def pid_of_task(stack: AirflowStack, ti_id: str) -> int | None:
+    """The task process (its title is ``airflow worker -- <ti id>``) among the stack's processes."""
+    for pid in stack.pids():
+        try:
+            title = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if title.startswith(f"airflow worker -- {ti_id}"):
+            return pid
+    return None
+
+
+def live_job(api: k8s.ApiClient, task_id: str) -> str:
+    def found() -> str | None:
+        jobs = [
+            job
+            for job in jobs_of(api, "rs_long_job")
+            if job["metadata"]["labels"].get("airflow-gang.io/task-id") == task_id
+        ]
+        return jobs[0]["metadata"]["name"] if jobs else None
+
+    return eventually(found, timeout=60, message=f"no job for {task_id}")
+
+
+def job_gone(api: k8s.ApiClient, name: str, timeout: float) -> None:
+    eventually(
+        lambda: name not in [job["metadata"]["name"] for job in jobs_of(api, "rs_long_job")],
+        timeout=timeout,
+        message=f"job {name} still there",
+    )
+
+
+def test_marking_a_deferred_task_failed_deletes_its_job(stack: AirflowStack, api: k8s.ApiClient) -> None:
+    run_id = stack.client.trigger("rs_long_job")
+    stack.client.wait_for_task_state("rs_long_job", run_id, "deferred", {"deferred"}, timeout=90)
+    stack.client.wait_for_task_state("rs_long_job", run_id, "in_worker", {"running"}, timeout=90)
+    deferred_job, running_job = live_job(api, "deferred"), live_job(api, "in_worker")
+    started = time.monotonic()
+    stack.client.set_task_state("rs_long_job", run_id, "deferred", "failed")
+    job_gone(api, deferred_job, timeout=30)
+    deferred_seconds = time.monotonic() - started
+    started = time.monotonic()
+    stack.client.set_task_state("rs_long_job", run_id, "in_worker", "failed")
+    job_gone(api, running_job, timeout=60)
+    running_seconds = time.monotonic() - started
+    stack.client.wait_for_run("rs_long_job", run_id, timeout=60)
+    print(f"killed: deferred job gone in {deferred_seconds:.1f}s, running job in {running_seconds:.1f}s")
+
+
+def fail_in_database(stack: AirflowStack, run_id: str, task_id: str) -> None:
+    """What a scheduler race or a lost heartbeat does: the state changes, no task code runs."""
+    import sqlite3
+
+    database = stack.home / "airflow.db"
+    with sqlite3.connect(database, timeout=30) as connection:
+        connection.execute(
+            "UPDATE task_instance SET state='failed', end_date=CURRENT_TIMESTAMP "
+            "WHERE dag_id='rs_long_job' AND run_id=? AND task_id=?",
+            (run_id, task_id),
+        )
+
+
+def test_jobs_of_tasks_failed_from_outside_are_reaped(stack: AirflowStack, api: k8s.ApiClient) -> None:
+    run_id = stack.client.trigger("rs_long_job")
+    stack.client.wait_for_task_state("rs_long_job", run_id, "deferred", {"deferred"}, timeout=90)
+    running = stack.client.wait_for_task_state("rs_long_job", run_id, "in_worker", {"running"}, timeout=90)
+    deferred_job, running_job = live_job(api, "deferred"), live_job(api, "in_worker")
+
+    fail_in_database(stack, run_id, "deferred")
+    job_gone(api, deferred_job, timeout=REAPER_INTERVAL * 10)
+
+    pid = eventually(lambda: pid_of_task(stack, running["id"]), timeout=30, message="no task process")
+    os.kill(pid, signal.SIGKILL)  # an OOM kill: no on_kill, the supervisor reports the try failed
+    job_gone(api, running_job, timeout=REAPER_INTERVAL * 10)
+    stack.client.wait_for_run("rs_long_job", run_id, timeout=60)
+    scheduler = stack.component_log("scheduler")
+    assert f"deleting orphaned PyTorchJob default/{deferred_job}" in scheduler
+    assert f"deleting orphaned PyTorchJob default/{running_job}" in scheduler
+
+
+def test_an_admission_timeout_is_retried_and_the_retry_gets_the_gang(
+    stack: AirflowStack, api: k8s.ApiClient, cluster: Any
+) -> None:
+    blocker = cluster_blocker(api, seconds=20)
+    run_id = stack.client.trigger("rs_retry_after_timeout")
+    assert stack.client.wait_for_run("rs_retry_after_timeout", run_id, timeout=180) == "success"
+    ti = stack.client.task_instance("rs_retry_after_timeout", run_id, "train")
+    assert ti["try_number"] >= 2
+    first = stack.client.task_log("rs_retry_after_timeout", run_id, "train", 1)
+    assert "GangAdmissionTimeout" in first, first[-3000:]
+    delete_blocker(api, blocker)
+
+
+def cluster_blocker(api: k8s.ApiClient, seconds: float) -> str:
+    """A plain pod holding all four GPUs for ``seconds`` (as another team's job would)."""
+    core = k8s.CoreV1Api(api)
+    name = "blocker"
+    for node in NODES:
+        core.create_namespaced_pod(
+            "default",
+            {
+                "metadata": {
+                    "name": f"{name}-{node}",
+                    "annotations": {"sim.airflow-gang.io/duration": str(seconds)},
+                },
+                "spec": {
+                    "nodeName": node,
+                    "restartPolicy": "Never",
+                    "containers": [
+                        {
+                            "name": "hold",
+                            "image": "busybox",
+                            "resources": {"limits": {"nvidia.com/gpu": 2}, "requests": {"nvidia.com/gpu": 2}},
+                        }
+                    ],
+                },
+            },
+        )
+    return name
+
+
+def delete_blocker(api: k8s.ApiClient, name: str) -> None:
+    core = k8s.CoreV1Api(api)
+    for node in NODES:
+        try:
+            core.delete_namespaced_pod(f"{name}-{node}", "default", grace_period_seconds=0)
+        except k8s.ApiException as error:
+            if error.status != 404:
+                raise
+
+
+def test_a_failed_replica_is_named_in_the_task_failure(stack: AirflowStack, api: k8s.ApiClient) -> None:
+    run_id = stack.client.trigger("rs_replica_failure")
+    assert stack.client.wait_for_run("rs_replica_failure", run_id, timeout=120) == "failed"
+    log = stack.client.task_log("rs_replica_failure", run_id, "train", 1)
+    assert "PyTorchJobFailed" in log, log[-3000:]
+    assert "exited with code 3" in log
+    assert "CUDA error: out of memory" in log
+    # delete_on_finish="on_success" (the default) keeps a failed job for debugging; its
+    # terminated pods hold no GPUs. Clean it up as a person would once they have read it.
+    for job in jobs_of(api, "rs_replica_failure"):
+        delete_job(api, job["metadata"]["name"])
