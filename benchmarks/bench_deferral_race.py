@@ -127,6 +127,35 @@ def measure(config: str, runs: int, env: dict[str, str], dags: Path) -> Outcome:
     return outcome
 
 
+def print_table(outcomes: list[Outcome]) -> None:
+    header = (
+        "configuration",
+        "runs",
+        "tasks",
+        "failed",
+        "failed %",
+        "race log lines",
+        "jobs left",
+        "sweep s (mean)",
+    )
+    rows = [
+        (
+            o.config,
+            str(o.runs),
+            str(o.tasks),
+            str(o.failed),
+            f"{100 * o.failed / o.tasks:.0f}%" if o.tasks else "-",
+            str(o.race_lines),
+            str(o.left_behind),
+            f"{sum(o.seconds) / len(o.seconds):.1f}" if o.seconds else "-",
+        )
+        for o in outcomes
+    ]
+    widths = [max(len(r[i]) for r in (header, *rows)) for i in range(len(header))]
+    for row in (header, tuple("-" * w for w in widths), *rows):
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=10, help="sweeps per configuration (6 tasks each)")
@@ -160,33 +189,9 @@ def main() -> int:
             )
         else:
             parser.error(f"unknown configuration {config!r}")
-    header = (
-        "configuration",
-        "runs",
-        "tasks",
-        "failed",
-        "failed %",
-        "race log lines",
-        "jobs left",
-        "sweep s (mean)",
-    )
-    rows = [
-        (
-            o.config,
-            str(o.runs),
-            str(o.tasks),
-            str(o.failed),
-            f"{100 * o.failed / o.tasks:.0f}%" if o.tasks else "-",
-            str(o.race_lines),
-            str(o.left_behind),
-            f"{sum(o.seconds) / len(o.seconds):.1f}" if o.seconds else "-",
-        )
-        for o in outcomes
-    ]
-    widths = [max(len(r[i]) for r in (header, *rows)) for i in range(len(header))]
+        print_table(outcomes[-1:])  # so far, in case a later configuration breaks
     print()
-    for row in (header, tuple("-" * w for w in widths), *rows):
-        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)))
+    print_table(outcomes)
     return 0
 
 
