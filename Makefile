@@ -9,7 +9,7 @@ comma := ,
 INSTALLED := $(VENV)/.installed-$(subst $(comma),-,$(EXTRAS))
 export AIRFLOW_HOME ?= $(CURDIR)/.airflow
 
-.PHONY: install test lint demo demo-train bench clean
+.PHONY: install test lint demo demo-train airflow bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -37,6 +37,11 @@ demo: $(INSTALLED)
 demo-train: | $(BIN)/python
 	$(MAKE) install EXTRAS=dev,train
 	$(BIN)/python scripts/demo.py --train
+
+# A full local Airflow (api-server, scheduler, dag-processor, triggerer) serving dags/ on the
+# embedded cluster, until Ctrl-C; its home is .airflow-local/. ARGS="--port 8081" passes options.
+airflow: $(INSTALLED)
+	$(BIN)/airflow-gang airflow --home .airflow-local --dags dags $(ARGS)
 
 BENCHMARKS := $(wildcard benchmarks/bench_*.py)
 

@@ -1,4 +1,5 @@
-"""The ``airflow-gang`` command: ``version``, ``render`` (manifests as YAML), ``sim`` (embedded cluster).
+"""The ``airflow-gang`` command: ``version``, ``render`` (manifests as YAML), ``sim`` (embedded cluster),
+``airflow`` (a full local Airflow on the embedded cluster).
 
 This module joins the provider side (``render`` uses the job spec) and the simulator side
 (``sim``), which never import each other; both are imported only when their command runs.
@@ -100,6 +101,10 @@ def build_parser() -> argparse.ArgumentParser:
     from airflow_gang.sim.cli import register as register_sim
 
     register_sim(commands)
+
+    from airflow_gang.stack.local import register as register_airflow
+
+    register_airflow(commands)
     return parser
 
 

@@ -1,0 +1,220 @@
+"""Starting the stack's components and stopping them with everything they started.
+
+Each component runs in its own session (``start_new_session=True``), so its session id is its
+pid. Airflow moves task processes into process groups of their own (``setpgid``), so signalling
+a component's process group does not reach them, but they stay in the component's session, also
+after their parent dies and they are re-parented. Stopping therefore signals every process whose
+session is one of the stack's, plus the descendants of those (a task may start a program in a
+new session, e.g. BashOperator), read from ``/proc``. Without ``/proc`` only the process groups
+are signalled.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+PROC = Path("/proc")
+# Seconds a task process has for its on_kill after SIGTERM before its group gets SIGKILL.
+TASK_GRACE = 5.0
+
+
+@dataclass
+class Component:
+    """One running Airflow component: its process and its log file."""
+
+    name: str
+    process: subprocess.Popen[bytes]
+    log_path: Path
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def running(self) -> bool:
+        return self.process.poll() is None
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(encoding="utf-8", errors="replace") if self.log_path.exists() else ""
+
+    def log_tail(self, characters: int = 3000) -> str:
+        text = self.log_text()
+        return text[-characters:] if text else "(empty log)"
+
+
+def start_component(
+    name: str, command: Sequence[str], env: Mapping[str, str], cwd: Path, log_path: Path
+) -> Component:
+    """Start ``command`` in a new session, stdout and stderr to ``log_path`` (truncated first)."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with log_path.open("wb") as output:
+        output.write(f"==> {' '.join(command)}\n".encode())
+        output.flush()
+        process = subprocess.Popen(
+            list(command),
+            cwd=cwd,
+            env=dict(env),
+            stdin=subprocess.DEVNULL,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    return Component(name=name, process=process, log_path=log_path)
+
+
+@dataclass(frozen=True)
+class ProcessInfo:
+    pid: int
+    ppid: int
+    group: int
+    session: int
+    state: str
+    start_time: int
+
+
+def _read_stat(pid: int) -> ProcessInfo | None:
+    try:
+        text = (PROC / str(pid) / "stat").read_text()
+    except (OSError, ValueError):
+        return None
+    # "pid (comm) state ppid pgrp session ... starttime(22nd)"; comm may hold spaces and ")".
+    fields = text[text.rindex(")") + 2 :].split()
+    return ProcessInfo(pid, int(fields[1]), int(fields[2]), int(fields[3]), fields[0], int(fields[19]))
+
+
+def process_table() -> dict[int, ProcessInfo]:
+    """Every visible process, from ``/proc`` (empty where there is none)."""
+    table: dict[int, ProcessInfo] = {}
+    if not PROC.is_dir():
+        return table
+    for entry in PROC.iterdir():
+        if entry.name.isdigit():
+            info = _read_stat(int(entry.name))
+            if info is not None:
+                table[info.pid] = info
+    return table
+
+
+def stack_processes(sessions: Iterable[int]) -> dict[int, int]:
+    """``pid -> start time`` of the live processes in ``sessions`` and of their descendants."""
+    return {pid: info.start_time for pid, info in _stack_table(sessions).items()}
+
+
+def _stack_table(sessions: Iterable[int]) -> dict[int, ProcessInfo]:
+    table = process_table()
+    wanted = set(sessions)
+    found = {pid for pid, info in table.items() if info.session in wanted and info.state != "Z"}
+    children: dict[int, list[int]] = {}
+    for info in table.values():
+        children.setdefault(info.ppid, []).append(info.pid)
+    pending = list(found)
+    while pending:
+        for child in children.get(pending.pop(), []):
+            if child not in found and table[child].state != "Z":
+                found.add(child)
+                pending.append(child)
+    return {pid: table[pid] for pid in found}
+
+
+def is_alive(pid: int, start_time: int) -> bool:
+    """Whether that very process (same pid and start time) still runs (zombies do not)."""
+    info = _read_stat(pid)
+    return info is not None and info.start_time == start_time and info.state != "Z"
+
+
+def _signal_group(pid: int, signum: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signum)
+
+
+def _signal_process(pid: int, signum: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(pid, signum)
+
+
+def stop_components(
+    components: Sequence[Component], grace: float, last: Collection[str] = ("api-server",)
+) -> list[str]:
+    """SIGTERM the stack's process groups, SIGKILL whatever is left after ``grace`` seconds.
+
+    The groups are the components' and those of their task processes, so running tasks are
+    told to stop (their ``on_kill`` runs) instead of the executor waiting for them to finish.
+    The components named in ``last`` (the API server, which stopping tasks still report to)
+    are stopped once the others are gone. Returns a description of any process still alive
+    at the end (normally none).
+    """
+    tracked: dict[int, int] = {}
+    deadline = time.monotonic() + grace
+    for stage in ([c for c in components if c.name not in last], [c for c in components if c.name in last]):
+        if stage:
+            tracked.update(_terminate(stage, max(deadline, time.monotonic() + 3)))
+    sessions = [component.pid for component in components]
+    for component in components:
+        if component.running():
+            _signal_group(component.pid, signal.SIGKILL)
+    for _ in range(3):  # processes may start children while being killed
+        tracked.update(stack_processes(sessions))
+        for pid, start in tracked.items():
+            if is_alive(pid, start):
+                _signal_process(pid, signal.SIGKILL)
+    for component in components:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            component.process.wait(timeout=10)
+    left = {pid: start for pid, start in tracked.items() if is_alive(pid, start)}
+    until = time.monotonic() + 5
+    while left and time.monotonic() < until:
+        time.sleep(0.05)
+        left = {pid: start for pid, start in left.items() if is_alive(pid, start)}
+    return [_describe(pid) for pid in sorted(left)]
+
+
+def _terminate(stage: Sequence[Component], deadline: float) -> dict[int, int]:
+    """Stop ``stage`` in Airflow's own order; wait until all of it is gone or ``deadline``.
+
+    SIGTERM goes to each component's main process, which stops its own helpers (the
+    triggerer's runner, executor workers, log servers; signalling their groups instead makes
+    the triggerer wait 10 s for a runner that already left), and to the task process groups:
+    Airflow's task process only calls the operator's ``on_kill`` on SIGTERM and goes on
+    running while the executor waits for it, so those groups get SIGKILL after `TASK_GRACE`
+    seconds. Whatever is left of a component's group once its main process exits gets SIGTERM.
+    Returns every process seen (pid -> start time).
+    """
+    sessions = [component.pid for component in stage]
+    table = _stack_table(sessions)
+    seen = {pid: info.start_time for pid, info in table.items()}
+    task_groups = {info.group for info in table.values()} - set(sessions)
+    for component in stage:
+        if component.running():
+            _signal_process(component.pid, signal.SIGTERM)
+    for group in sorted(task_groups):
+        _signal_group(group, signal.SIGTERM)
+    kill_tasks_at = time.monotonic() + TASK_GRACE
+    orphaned: set[int] = set()
+    while time.monotonic() < deadline:
+        table = _stack_table(sessions)
+        seen.update({pid: info.start_time for pid, info in table.items()})
+        if time.monotonic() > kill_tasks_at:
+            for group in {info.group for info in table.values()} - set(sessions):
+                _signal_group(group, signal.SIGKILL)
+        for component in stage:
+            if component.process.poll() is not None and component.pid not in orphaned:
+                orphaned.add(component.pid)
+                _signal_group(component.pid, signal.SIGTERM)
+        if not table and len(orphaned) == len(stage):
+            break
+        time.sleep(0.1)
+    return seen
+
+
+def _describe(pid: int) -> str:
+    try:
+        command = (PROC / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        command = "?"
+    return f"{pid}: {command.strip()}"
