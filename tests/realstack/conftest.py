@@ -11,6 +11,7 @@ before the stack starts, and each test ends with nothing left on the cluster.
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,6 +25,8 @@ from tests.realstack.dags import DAG_FILES
 from tests.waiting import eventually
 
 EMPTY: dict[str, list[str]] = {"pytorchjobs": [], "podgroups": [], "pods": []}
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE_DAGS = ("gang_vs_deadlock", "param_sweep", "retrain_daily")
 # The scheduler's reaper sweeps this often here (default 30 s) so tests wait seconds, not minutes.
 REAPER_INTERVAL = 3
 
@@ -39,13 +42,15 @@ def stack(cluster: SimCluster, tmp_path_factory: pytest.TempPathFactory) -> Iter
     dags = tmp_path_factory.mktemp("realstack-dags")
     for name, source in DAG_FILES.items():
         (dags / f"{name}.py").write_text(source)
+    for example in EXAMPLE_DAGS:  # the repository's example DAGs, as `make airflow` serves them
+        shutil.copyfile(REPO / "dags" / f"{example}.py", dags / f"{example}.py")
     env = {
         "AIRFLOW__GANG__ORPHAN_REAPER_INTERVAL": str(REAPER_INTERVAL),
         # The real hold (default 10 s) unless a developer measures without it.
         "AIRFLOW__GANG__RESUME_HOLD_SECONDS": os.environ.get("GANG_REALSTACK_HOLD", "10"),
     }
     with AirflowStack(dags, kubeconfig=cluster.kubeconfig_path, extra_env=env, parallelism=8) as running:
-        for dag_id in DAG_FILES:
+        for dag_id in (*DAG_FILES, *EXAMPLE_DAGS):
             running.client.wait_for_dag(dag_id, timeout=120)
         yield running
 

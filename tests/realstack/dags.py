@@ -86,7 +86,21 @@ with DAG("rs_replica_failure", schedule=None, start_date=dt.datetime(2026, 1, 1)
 """
 )
 
+ADOPT_AFTER_KILL = (
+    _HEADER
+    + """
+# Waits in the worker; the test SIGKILLs the task process. The retry must adopt the live job.
+with DAG("rs_adopt_after_kill", schedule=None, start_date=dt.datetime(2026, 1, 1), catchup=False) as dag:
+    PyTorchJobOperator(
+        task_id="train", image="ghcr.io/acme/train:1", workers=1, resources={"nvidia.com/gpu": 1},
+        deferrable=False, retries=1, retry_delay=dt.timedelta(seconds=1), poll_interval=1,
+        pod_template=work(25),
+    )
+"""
+)
+
 DAG_FILES = {
+    "rs_adopt_after_kill": ADOPT_AFTER_KILL,
     "rs_gang_sweep": GANG_SWEEP,
     "rs_no_gang_sweep": NO_GANG_SWEEP,
     "rs_long_job": LONG_JOB,

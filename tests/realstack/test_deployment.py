@@ -197,6 +197,29 @@ def test_jobs_of_tasks_failed_from_outside_are_reaped(stack: AirflowStack, api: 
     assert f"deleting orphaned PyTorchJob default/{running_job}" in scheduler
 
 
+def test_the_retry_after_a_killed_task_process_adopts_the_live_job(
+    stack: AirflowStack, api: k8s.ApiClient
+) -> None:
+    run_id = stack.client.trigger("rs_adopt_after_kill")
+    running = stack.client.wait_for_task_state(
+        "rs_adopt_after_kill", run_id, "train", {"running"}, timeout=90
+    )
+    (job,) = eventually(lambda: jobs_of(api, "rs_adopt_after_kill"), timeout=60, message="no job")
+    pid = eventually(lambda: pid_of_task(stack, running["id"]), timeout=30, message="no task process")
+    os.kill(pid, signal.SIGKILL)
+    assert stack.client.wait_for_run("rs_adopt_after_kill", run_id, timeout=180) == "success"
+    ti = stack.client.task_instance("rs_adopt_after_kill", run_id, "train")
+    assert ti["try_number"] == 2
+    value = stack.client.call(
+        "GET",
+        f"/api/v2/dags/rs_adopt_after_kill/dagRuns/{run_id}/taskInstances/train/xcomEntries/return_value"
+        "?deserialize=true",
+    )["value"]
+    assert value["uid"] == job["metadata"]["uid"]
+    assert value["name"] == job["metadata"]["name"]
+    assert "reattaching to" in stack.client.task_log("rs_adopt_after_kill", run_id, "train", 2)
+
+
 def test_an_admission_timeout_is_retried_and_the_retry_gets_the_gang(
     stack: AirflowStack, api: k8s.ApiClient, cluster: Any
 ) -> None:
