@@ -93,9 +93,10 @@ def test_a_mapped_sweep_of_deferred_gangs_all_succeed_one_gang_at_a_time(
 
 
 @pytest.mark.slow
-def test_ten_consecutive_sweeps_all_succeed(stack: AirflowStack, api: k8s.ApiClient) -> None:
-    """The scheduler race is timing: run the sweep again and again (GANG_REALSTACK_SWEEPS)."""
-    runs = int(os.environ.get("GANG_REALSTACK_SWEEPS", "10"))
+def test_consecutive_sweeps_all_succeed(stack: AirflowStack, api: k8s.ApiClient) -> None:
+    """The scheduler race is timing: run the sweep again and again. CI runs 3 more sweeps (about
+    a minute each); ``GANG_REALSTACK_SWEEPS=10`` is the release check."""
+    runs = int(os.environ.get("GANG_REALSTACK_SWEEPS", "3"))
     for _ in range(runs):
         _, values = run_gang_sweep(stack)
         check_sweep_timelines(values)
