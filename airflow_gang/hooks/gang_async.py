@@ -5,10 +5,15 @@ from ``connection_extras`` without a connection lookup, as `KubernetesPodTrigger
 no custom-object calls, so those are made here with ``kubernetes_asyncio``'s
 `CustomObjectsApi`. Same contract as `GangJobHook`: wire dicts, retries, 404 as None/False,
 `GangApiError` for everything else.
+
+Unlike the cncf hook's ``get_conn()``, which builds (and closes) a new client for every call
+on the event loop, the calls here share one client per hook, built off the loop on first use
+and closed by `AsyncGangJobHook.close` (see `airflow_gang.hooks.client_pool`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Any, TypeVar, cast
@@ -27,6 +32,7 @@ from kubernetes_asyncio.client.rest import RESTResponse
 
 from airflow_gang.exceptions import GangApiError
 from airflow_gang.gang_state import JOB_NAME_LABEL
+from airflow_gang.hooks.client_pool import LoadedConfig, LoopClientPool
 from airflow_gang.hooks.errors import ApiRequest, status_error, unreachable_error
 from airflow_gang.hooks.kinds import (
     EVENTS,
@@ -82,9 +88,37 @@ class AsyncGangJobHook(AsyncKubernetesHook):
     Constructor as `AsyncKubernetesHook`: ``conn_id``, ``connection_extras`` (given, no
     connection is looked up: pass `GangJobHook.async_hook_kwargs()` from the worker),
     ``config_dict``, ``config_file``, ``in_cluster``, ``cluster_context``.
+
+    All calls share one `kubernetes_asyncio` client and its keep-alive connections, built on
+    first use with everything blocking (connection lookup, kubeconfig loading, certificate
+    files, SSL context) in a worker thread. ``await hook.close()`` when done with the hook: it
+    closes the client and its connections. A closed hook stays usable: its next call builds a
+    new client. Used from several event loops, the hook keeps one client per loop.
     """
 
     retry_policy: RetryPolicy = RetryPolicy()
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._clients = LoopClientPool(self._load_client_config)
+
+    def _load_client_config(self) -> LoadedConfig:
+        """Load the client configuration as `AsyncKubernetesHook` does. Blocking: a worker thread runs it.
+
+        The cncf loader is a coroutine that blocks inside (it reads the kubeconfig, writes
+        certificate files, and looks up the connection unless ``connection_extras`` were
+        given), so it runs to completion on a private event loop in this thread. The cncf hook
+        caches static credentials after the first load; exec-plugin ones it loads again on
+        every call, into the same configuration object.
+        """
+        asyncio.run(self._load_config())  # type: ignore[no-untyped-call]
+        configuration = self.client_configuration
+        assert configuration is not None  # _load_config creates it
+        return LoadedConfig(configuration, reload_credentials=bool(self._is_exec_auth))
+
+    async def close(self) -> None:
+        """Close the hook's client and its connections (idempotent); calls still running fail."""
+        await self._clients.close()
 
     async def _get_field(self, field_name: str) -> Any:
         # AsyncKubernetesHook reads kube_config_path from the connection only and ignores
@@ -94,8 +128,8 @@ class AsyncGangJobHook(AsyncKubernetesHook):
         return await super()._get_field(field_name)  # type: ignore[no-untyped-call]
 
     async def _call(self, request: ApiRequest, call: Callable[[ApiClient], Awaitable[T]]) -> T:
-        async with self.get_conn() as api:
-            return await acall_with_retries(lambda: call(api), request, self.retry_policy, self.log)
+        api = await self._clients.client()
+        return await acall_with_retries(lambda: call(api), request, self.retry_policy, self.log)
 
     async def _call_or_none(self, request: ApiRequest, call: Callable[[ApiClient], Awaitable[T]]) -> T | None:
         try:
@@ -302,19 +336,17 @@ class AsyncGangJobHook(AsyncKubernetesHook):
                 await _read_body(response)  # raises the ApiException (e.g. an HTTP 410)
             return response
 
-        async with self.get_conn() as api:
-            response = await acall_with_retries(
-                lambda: open_stream(api), request, self.retry_policy, self.log
-            )
-            try:
-                async for line in response.content:
-                    if not line.strip():
-                        continue
-                    event = json.loads(line)
-                    if event.get("type") == "ERROR":
-                        raise status_error(event.get("object") or {}, request)
-                    yield {"type": event.get("type"), "object": event.get("object")}
-            except CONNECTION_ERRORS as error:
-                raise unreachable_error(error, request, 1) from error
-            finally:
-                response.release()
+        api = await self._clients.client()
+        response = await acall_with_retries(lambda: open_stream(api), request, self.retry_policy, self.log)
+        try:
+            async for line in response.content:
+                if not line.strip():
+                    continue
+                event = json.loads(line)
+                if event.get("type") == "ERROR":
+                    raise status_error(event.get("object") or {}, request)
+                yield {"type": event.get("type"), "object": event.get("object")}
+        except CONNECTION_ERRORS as error:
+            raise unreachable_error(error, request, 1) from error
+        finally:
+            response.release()
