@@ -175,7 +175,7 @@ class GangJobTrigger(BaseTrigger):
                 await asyncio.gather(*followers, return_exceptions=True)
             await self._hold()
         finally:
-            await _close(hook)
+            await hook.close()
         self._event_sent = True
         yield TriggerEvent(event)  # type: ignore[no-untyped-call]
 
@@ -340,12 +340,9 @@ class GangJobTrigger(BaseTrigger):
         if self._event_sent or not self.delete_on_kill:
             return
         self.log.info("task killed: deleting PyTorchJob %s/%s and its PodGroup", self.namespace, self.name)
-        await self._delete(self.hook())
+        hook = self.hook()
+        try:
+            await self._delete(hook)
+        finally:
+            await hook.close()
 
-
-async def _close(hook: AsyncGangJobHook) -> None:
-    """Release the hook's pooled API client, where the hook keeps one."""
-    close = getattr(hook, "close", None)
-    if close is not None:
-        with contextlib.suppress(Exception):
-            await close()
