@@ -207,6 +207,8 @@ def _stopped(stack: AirflowStack, cluster: SimCluster) -> int:
     say("stopping Airflow and the embedded cluster")
     stack.stop()
     cluster.stop()
+    if stack.killed_on_stop:
+        say("these ignored SIGTERM and were killed:\n  " + "\n  ".join(stack.killed_on_stop))
     if stack.leftovers:
         say("still running after stop:\n  " + "\n  ".join(stack.leftovers))
         return 1

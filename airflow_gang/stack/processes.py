@@ -138,16 +138,21 @@ def _signal_process(pid: int, signum: int) -> None:
         os.kill(pid, signum)
 
 
+@dataclass
+class StopReport:
+    """What stopping took: processes that needed SIGKILL after the grace, and any still alive."""
+
+    killed: list[str]
+    left: list[str]
+
+
 def stop_components(
     components: Sequence[Component], grace: float, last: Collection[str] = ("api-server",)
-) -> list[str]:
-    """SIGTERM the stack's process groups, SIGKILL whatever is left after ``grace`` seconds.
+) -> StopReport:
+    """SIGTERM the stack's processes, SIGKILL whatever is left after ``grace`` seconds.
 
-    The groups are the components' and those of their task processes, so running tasks are
-    told to stop (their ``on_kill`` runs) instead of the executor waiting for them to finish.
     The components named in ``last`` (the API server, which stopping tasks still report to)
-    are stopped once the others are gone. Returns a description of any process still alive
-    at the end (normally none).
+    are stopped once the others are gone. Nothing should be left alive at the end.
     """
     tracked: dict[int, int] = {}
     deadline = time.monotonic() + grace
@@ -155,6 +160,8 @@ def stop_components(
         if stage:
             tracked.update(_terminate(stage, max(deadline, time.monotonic() + 3)))
     sessions = [component.pid for component in components]
+    tracked.update(stack_processes(sessions))
+    killed = [_describe(pid) for pid, start in sorted(tracked.items()) if is_alive(pid, start)]
     for component in components:
         if component.running():
             _signal_group(component.pid, signal.SIGKILL)
@@ -171,7 +178,7 @@ def stop_components(
     while left and time.monotonic() < until:
         time.sleep(0.05)
         left = {pid: start for pid, start in left.items() if is_alive(pid, start)}
-    return [_describe(pid) for pid in sorted(left)]
+    return StopReport(killed=killed, left=[_describe(pid) for pid in sorted(left)])
 
 
 def _terminate(stage: Sequence[Component], deadline: float) -> dict[int, int]:

@@ -85,6 +85,9 @@ class AirflowStack:
         self.stack_id = uuid.uuid4().hex
         self.components: dict[str, Component] = {}
         self.startup_seconds: float | None = None
+        # After stop(): processes that ignored SIGTERM for stop_grace seconds (then got SIGKILL),
+        # and any still alive at the end (normally none).
+        self.killed_on_stop: list[str] = []
         self.leftovers: list[str] = []
         self._settings: StackSettings | None = None
         self._client: AirflowClient | None = None
@@ -258,7 +261,8 @@ class AirflowStack:
                 self._client.close()
                 self._client = None
             if self.components:
-                self.leftovers = stop_components(list(self.components.values()), self.stop_grace)
+                report = stop_components(list(self.components.values()), self.stop_grace)
+                self.killed_on_stop, self.leftovers = report.killed, report.left
                 self.components = {}
             if self._temporary_home and self._settings is not None:
                 shutil.rmtree(self._settings.home, ignore_errors=True)
