@@ -114,6 +114,19 @@ def ti_pid(api: AirflowClient, run_id: str) -> int:
     return int(api.task_instance("stack_sleep", run_id, "sleep_long")["pid"])
 
 
+def test_waiting_for_a_broken_dag_names_its_import_error(stack: AirflowStack) -> None:
+    source = (
+        "from airflow.sdk import DAG\n\n"
+        "with DAG('stack_broken', schedule=None):\n"
+        "    raise ValueError('broken on purpose')\n"
+    )
+    (stack.dags_folder / "stack_broken.py").write_text(source)
+    with pytest.raises(StackError, match="broken on purpose") as raised:
+        stack.client.wait_for_dag("stack_broken", timeout=15)
+    assert "DAG 'stack_broken' was not parsed" in str(raised.value)
+    assert "stack_broken.py" in str(raised.value)
+
+
 def test_stop_ends_every_process_including_a_running_task(stack: AirflowStack) -> None:
     api = stack.client
     run_id = api.trigger("stack_sleep")
