@@ -185,7 +185,6 @@ class OrphanReaper:
         if self._thread is None:
             self._thread = threading.Thread(target=self._loop, name="airflow-gang-orphan-reaper", daemon=True)
             self._thread.start()
-            log.info("airflow-gang orphan reaper sweeping every %.0fs", self.interval)
         return self
 
     def wake(self) -> None:
@@ -199,6 +198,7 @@ class OrphanReaper:
             self._thread = None
 
     def _loop(self) -> None:
+        announced = False
         while not self._stop.is_set():
             woken = self._wake.wait(self.interval)
             self._wake.clear()
@@ -208,6 +208,9 @@ class OrphanReaper:
                 return
             if not self._enabled():
                 return
+            if not announced:
+                log.info("airflow-gang orphan reaper sweeping every %.0fs", self.interval)
+                announced = True
             try:
                 self.sweep()
             except Exception:  # the reaper must never take the scheduler down

@@ -26,15 +26,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import importlib
 from collections.abc import AsyncIterator
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_gang.exceptions import GangApiError
 from airflow_gang.gang_state import GangPhase, GangSnapshot
-from airflow_gang.hooks.gang import AsyncGangJobHook
 from airflow_gang.timeline import finished_at, gang_admitted_at
+
+if TYPE_CHECKING:
+    from airflow_gang.hooks.gang_async import AsyncGangJobHook
 
 JsonDict = dict[str, Any]
 WaitFor = Literal["admission", "completion", "both"]
@@ -140,15 +143,23 @@ class GangJobTrigger(BaseTrigger):
             },
         )
 
-    def hook(self) -> AsyncGangJobHook:
+    async def hook(self) -> AsyncGangJobHook:
+        """The async hook, its module imported in a thread.
+
+        The triggerer imports this trigger's module inside its event loop; kubernetes_asyncio and
+        the cncf hooks take most of a second to import, which would stall every other trigger
+        (the "async thread was blocked" warning). So this module imports no client at its top.
+        """
+        module = await asyncio.to_thread(importlib.import_module, "airflow_gang.hooks.gang_async")
         kwargs = dict(self.hook_kwargs or {})
         kwargs.setdefault("conn_id", self.kubernetes_conn_id)
-        return AsyncGangJobHook(**kwargs)
+        hook: AsyncGangJobHook = module.AsyncGangJobHook(**kwargs)
+        return hook
 
     # --- the wait ----------------------------------------------------------------------------
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        hook = self.hook()
+        hook = await self.hook()
         changed = asyncio.Event()
         followers = [
             asyncio.create_task(
@@ -340,7 +351,7 @@ class GangJobTrigger(BaseTrigger):
         if self._event_sent or not self.delete_on_kill:
             return
         self.log.info("task killed: deleting PyTorchJob %s/%s and its PodGroup", self.namespace, self.name)
-        hook = self.hook()
+        hook = await self.hook()
         try:
             await self._delete(hook)
         finally:

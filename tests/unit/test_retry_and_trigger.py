@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import datetime as dt
 import importlib
+import subprocess
+import sys
 
 import pytest
 from airflow.sdk.definitions.retry_policy import RetryAction
@@ -103,3 +105,16 @@ def test_provider_info_lists_modules_that_import() -> None:
     ]
     for module in modules:
         importlib.import_module(module)
+
+
+def test_the_trigger_module_imports_no_kubernetes_client() -> None:
+    """The triggerer imports a trigger's module inside its event loop: the clients (most of a
+    second to import) must be imported later, in a thread (`GangJobTrigger.hook`)."""
+    code = (
+        "import sys, airflow.triggers.base\n"
+        "import airflow_gang.triggers.gang\n"
+        "heavy = sorted(m for m in ('kubernetes_asyncio', 'kubernetes', 'aiohttp') if m in sys.modules)\n"
+        "print(','.join(heavy))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == ""
