@@ -25,6 +25,9 @@ def _path(*parts: str) -> str:
     return "/".join(quote(part, safe="") for part in parts)
 
 
+READ_RETRIES = 4
+
+
 class AirflowClient:
     """REST calls against one Airflow API server as ``username``."""
 
@@ -50,15 +53,24 @@ class AirflowClient:
         return self._token
 
     def request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
-        """An authenticated request; one new sign-in when the token is refused (401)."""
-        answer = self._send(method, path, self.token(), **kwargs)
-        if answer.status_code == 401:
-            answer = self._send(method, path, self.token(refresh=True), **kwargs)
+        """An authenticated request; one new sign-in when the token is refused (401).
+
+        A GET that meets a server error is tried again a few times: with SQLite under load the
+        API server answers 500 "Database error" while the scheduler holds the write lock.
+        """
+        for attempt in range(READ_RETRIES + 1):
+            answer = self._send(method, path, self.token(), **kwargs)
+            if answer.status_code == 401:
+                answer = self._send(method, path, self.token(refresh=True), **kwargs)
+            if method.upper() != "GET" or answer.status_code < 500 or attempt == READ_RETRIES:
+                return answer
+            time.sleep(0.5 * (attempt + 1))
         return answer
 
     def _send(self, method: str, path: str, token: str, **kwargs: Any) -> httpx.Response:
-        headers = {"Authorization": f"Bearer {token}", **kwargs.pop("headers", {})}
-        return self._http.request(method, path, headers=headers, **kwargs)
+        rest = dict(kwargs)  # the caller's kwargs serve every retry: do not consume them
+        headers = {"Authorization": f"Bearer {token}", **rest.pop("headers", {})}
+        return self._http.request(method, path, headers=headers, **rest)
 
     def call(self, method: str, path: str, expected: tuple[int, ...] = (200,), **kwargs: Any) -> Any:
         """`request`, then the JSON answer; another status raises `StackError` with the body."""
