@@ -50,4 +50,4 @@ bench: $(INSTALLED)
 	@for script in $(BENCHMARKS); do echo "== $$script"; $(BIN)/python $$script || exit 1; done
 
 clean:
-	rm -rf $(VENV) .airflow .demo .pytest_cache .mypy_cache .ruff_cache .hypothesis *.egg-info
+	rm -rf $(VENV) .airflow .airflow-local .demo .pytest_cache .mypy_cache .ruff_cache .hypothesis *.egg-info

@@ -158,7 +158,7 @@ def print_table(outcomes: list[Outcome]) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=10, help="sweeps per configuration (6 tasks each)")
+    parser.add_argument("--runs", type=int, default=3, help="sweeps per configuration (6 tasks each)")
     parser.add_argument("--hold", type=float, default=10.0, help="resume_hold_seconds of 'hold'")
     parser.add_argument("--configs", default="before,no-hold,hold")
     parser.add_argument("--before-ref", default="853fdf6")
