@@ -40,6 +40,8 @@ sys.path.insert(0, str(REPO))
 from airflow_gang.sim.cluster import SimCluster  # noqa: E402
 from airflow_gang.stack import AirflowStack  # noqa: E402
 
+SETTLE_SECONDS = 12
+REAPER = {"AIRFLOW__GANG__ORPHAN_REAPER_INTERVAL": "3"}
 RACE_MESSAGE = "finished with state success, but the task instance's state attribute is"
 DAG_ID = "bench_gang_sweep"
 SWEEP = f'''
@@ -110,7 +112,7 @@ def measure(config: str, runs: int, env: dict[str, str], dags: Path) -> Outcome:
             outcome.tasks += len(tis)
             failed = [ti for ti in tis if ti["state"] != "success"]
             outcome.failed += len(failed)
-            time.sleep(5)  # let cleanups and the reaper finish before counting what is left
+            time.sleep(SETTLE_SECONDS)  # cleanups and the reaper (every 3 s here) finish first
             remaining = jobs(api)
             outcome.left_behind += len(remaining)
             for job in remaining:  # start the next run on an empty pool
@@ -170,12 +172,15 @@ def main() -> int:
         print(f"== {config}: {args.runs} sweeps", flush=True)
         if config == "before":
             with worktree(args.before_ref) as old:
-                env = {"PYTHONPATH": str(old), "AIRFLOW__GANG__RESUME_HOLD_SECONDS": "0"}
+                env = {"PYTHONPATH": str(old), **REAPER}  # 0.1 has neither hold nor reaper
                 outcomes.append(measure(f"before ({args.before_ref})", args.runs, env, dags))
         elif config == "no-hold":
             outcomes.append(
                 measure(
-                    "one deferral, hold 0 s", args.runs, {"AIRFLOW__GANG__RESUME_HOLD_SECONDS": "0"}, dags
+                    "one deferral, hold 0 s",
+                    args.runs,
+                    {**REAPER, "AIRFLOW__GANG__RESUME_HOLD_SECONDS": "0"},
+                    dags,
                 )
             )
         elif config == "hold":
@@ -183,7 +188,7 @@ def main() -> int:
                 measure(
                     f"one deferral, hold {args.hold:g} s",
                     args.runs,
-                    {"AIRFLOW__GANG__RESUME_HOLD_SECONDS": str(args.hold)},
+                    {**REAPER, "AIRFLOW__GANG__RESUME_HOLD_SECONDS": str(args.hold)},
                     dags,
                 )
             )
