@@ -32,11 +32,10 @@ import logging
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
 
 log = logging.getLogger(__name__)
 
-JsonDict = dict[str, Any]
+# The task state store key under which the operator keeps its job's identity.
 STATE_STORE_JOB_KEY = "pytorchjob"
 ORPHANING_STATES = frozenset({"failed", "upstream_failed", "skipped", "removed"})
 # Task instances that ended longer ago than this are not looked at again (their jobs were
@@ -71,8 +70,6 @@ def candidate_from_entry(
     value: str, *, dag_id: str, run_id: str, task_id: str, map_index: int, ti_state: str
 ) -> Candidate | None:
     """A `Candidate` from one state-store row, or None when the row does not name a job."""
-    if ti_state not in ORPHANING_STATES:
-        return None
     try:
         entry = json.loads(value)
     except (TypeError, ValueError):
@@ -175,11 +172,11 @@ class OrphanReaper:
         self._enabled = enabled
         # A wake-up comes from inside the scheduler's own transaction: give it time to commit.
         self._settle_delay = settle_delay
+        # Candidates already looked at; only those still returned by the finder are kept.
         self._settled: set[tuple[str, str, str, int, str]] = set()
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self.reaped: list[Candidate] = []
 
     def start(self) -> OrphanReaper:
         if self._thread is None:
@@ -218,9 +215,12 @@ class OrphanReaper:
 
     def sweep(self) -> list[Candidate]:
         """One pass: reap every live orphan not settled by an earlier pass."""
-        since = dt.datetime.now(dt.UTC) - LOOKBACK
+        candidates = list(self._finder(dt.datetime.now(dt.UTC) - LOOKBACK))
+        # Forget what the finder no longer returns (past the lookback), so a scheduler running
+        # for weeks does not keep every key it ever saw.
+        self._settled &= {candidate.key for candidate in candidates}
         reaped = []
-        for candidate in self._finder(since):
+        for candidate in candidates:
             if candidate.key in self._settled:
                 continue
             try:
@@ -231,5 +231,4 @@ class OrphanReaper:
             self._settled.add(candidate.key)
             if deleted:
                 reaped.append(candidate)
-        self.reaped.extend(reaped)
         return reaped

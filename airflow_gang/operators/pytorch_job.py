@@ -33,6 +33,7 @@ from airflow_gang.metrics import parse_metrics
 from airflow_gang.naming import identity_labels, job_name
 from airflow_gang.operators import lifecycle
 from airflow_gang.operators.log_follower import LogFollower
+from airflow_gang.reaper import STATE_STORE_JOB_KEY
 from airflow_gang.spec import GangJobSpec
 from airflow_gang.timeline import parse_time
 from airflow_gang.triggers.gang import GangJobTrigger
@@ -42,7 +43,6 @@ if TYPE_CHECKING:
 
 JsonDict = dict[str, Any]
 DeleteOnFinish = Literal["always", "on_success", "never"]
-STATE_STORE_JOB_KEY = "pytorchjob"
 STATE_STORE_PROGRESS_KEY = "progress"
 _NOT_SET: Any = object()
 _JOB_ARGUMENTS = (
