@@ -39,23 +39,13 @@ sys.path.insert(0, str(REPO))
 
 from airflow_gang.sim.cluster import SimCluster  # noqa: E402
 from airflow_gang.stack import AirflowStack  # noqa: E402
+from tests.realstack.dags import sweep_dag  # noqa: E402  (the real-stack tests' sweep)
 
 SETTLE_SECONDS = 12
 REAPER = {"AIRFLOW__GANG__ORPHAN_REAPER_INTERVAL": "3"}
 RACE_MESSAGE = "finished with state success, but the task instance's state attribute is"
 DAG_ID = "bench_gang_sweep"
-SWEEP = f'''
-import datetime as dt
-from airflow.sdk import DAG
-from airflow_gang.operators.pytorch_job import PyTorchJobOperator
-
-with DAG("{DAG_ID}", schedule=None, start_date=dt.datetime(2026, 1, 1), catchup=False) as dag:
-    PyTorchJobOperator.partial(
-        task_id="train", image="ghcr.io/acme/train:1", workers=3, resources={{"nvidia.com/gpu": 1}},
-        gang_scheduling="provider", deferrable=True, admission_timeout=300, retries=0, poll_interval=30,
-        pod_template={{"metadata": {{"annotations": {{"sim.airflow-gang.io/duration": "3"}}}}}},
-    ).expand(env=[{{"SWEEP_INDEX": str(i)}} for i in range(6)])
-'''
+SWEEP = sweep_dag(DAG_ID, "provider", 300)
 
 
 @dataclass

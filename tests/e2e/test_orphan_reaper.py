@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s
 
+from airflow_gang.gang_state import last_true_condition
 from airflow_gang.reaper import OrphanReaper, find_candidates
 from tests.e2e.conftest import task_states
 from tests.e2e.test_scenarios import delete_job, jobs_of
@@ -57,6 +58,12 @@ def live_job(write_dag: Callable[..., Any], api: k8s.ApiClient, duration: float 
     return dag_run, job["metadata"]["name"]
 
 
+def assert_kept_then_delete(api: k8s.ApiClient, dag_run: Any, name: str) -> None:
+    """The reaper left the job alone; delete it so the test ends with an empty cluster."""
+    assert [job["metadata"]["name"] for job in jobs_of(api, dag_run.dag_id)] == [name]
+    delete_job(api, name)
+
+
 def sweep() -> list[str]:
     reaper = OrphanReaper(interval=3600)
     return [candidate.name for candidate in reaper.sweep()]
@@ -82,8 +89,7 @@ def test_a_job_that_a_try_may_still_wait_for_or_adopt_is_kept(
     dag_run, name = live_job(write_dag, api)
     set_ti_state(dag_run, "train", state)
     assert name not in sweep()
-    assert [job["metadata"]["name"] for job in jobs_of(api, dag_run.dag_id)] == [name]
-    delete_job(api, name)
+    assert_kept_then_delete(api, dag_run, name)
 
 
 def test_a_finished_job_is_never_deleted_by_the_reaper(
@@ -93,16 +99,12 @@ def test_a_finished_job_is_never_deleted_by_the_reaper(
 
     def succeeded() -> bool:
         (job,) = jobs_of(api, dag_run.dag_id)
-        return any(
-            c["type"] == "Succeeded" and c["status"] == "True"
-            for c in (job.get("status") or {}).get("conditions") or []
-        )
+        return (last_true_condition(job) or {}).get("type") == "Succeeded"
 
     eventually(succeeded, timeout=30, message="the handed-on job did not succeed")
     set_ti_state(dag_run, "train", "failed")
     assert name not in sweep()
-    assert [job["metadata"]["name"] for job in jobs_of(api, dag_run.dag_id)] == [name]
-    delete_job(api, name)
+    assert_kept_then_delete(api, dag_run, name)
 
 
 def test_a_job_of_another_uid_under_the_same_name_is_not_ours(
@@ -116,8 +118,7 @@ def test_a_job_of_another_uid_under_the_same_name_is_not_ours(
         interval=3600, finder=lambda _: [type(candidate)(**{**candidate.__dict__, "uid": "not-the-uid"})]
     )
     assert impostor.sweep() == []
-    assert [job["metadata"]["name"] for job in jobs_of(api, dag_run.dag_id)] == [name]
-    delete_job(api, name)
+    assert_kept_then_delete(api, dag_run, name)
 
 
 def test_an_unreadable_cluster_leaves_the_candidate_for_the_next_sweep(

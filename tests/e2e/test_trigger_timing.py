@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s
 
+from airflow_gang.gang_state import last_true_condition
 from airflow_gang.hooks.gang import GangJobHook
 from airflow_gang.timeline import parse_time
 from airflow_gang.triggers.gang import GangJobTrigger
@@ -48,9 +49,7 @@ def finished_job(write_dag: Callable[..., Any], api: k8s.ApiClient) -> dict[str,
 
     def succeeded() -> dict[str, Any] | None:
         (job,) = jobs_of(api, dag.dag_id)
-        conditions = (job.get("status") or {}).get("conditions") or []
-        done = any(c["type"] == "Succeeded" and c["status"] == "True" for c in conditions)
-        return job if done else None
+        return job if (last_true_condition(job) or {}).get("type") == "Succeeded" else None
 
     return eventually(succeeded, timeout=30, message="the job did not succeed")
 

@@ -19,32 +19,26 @@ def work(seconds, exit_code=0, log="epoch 1/1 accuracy=0.9"):
     }}}
 """
 
-GANG_SWEEP = (
-    _HEADER
-    + """
-# Six deferrable 4-GPU gangs on a 4-GPU pool: one at a time, never two placed together.
-with DAG("rs_gang_sweep", schedule=None, start_date=dt.datetime(2026, 1, 1), catchup=False) as dag:
-    PyTorchJobOperator.partial(
-        task_id="train", image="ghcr.io/acme/train:1", workers=3, resources={"nvidia.com/gpu": 1},
-        gang_scheduling="provider", deferrable=True, admission_timeout=300, retries=0, poll_interval=30,
-        pod_template=work(3),
-    ).expand(env=[{"SWEEP_INDEX": str(i)} for i in range(6)])
-"""
-)
 
-NO_GANG_SWEEP = (
-    _HEADER
-    + """
-# The same sweep without gang scheduling: partial placements deadlock the pool until each job's
-# admission timeout deletes it.
-with DAG("rs_no_gang_sweep", schedule=None, start_date=dt.datetime(2026, 1, 1), catchup=False) as dag:
+def sweep_dag(dag_id: str, gang_scheduling: str, admission_timeout: float) -> str:
+    """Six deferrable 4-GPU jobs (Master + 3 Workers, 3 s each) mapped on a 4-GPU pool, retries=0."""
+    return (
+        _HEADER
+        + f"""
+with DAG("{dag_id}", schedule=None, start_date=dt.datetime(2026, 1, 1), catchup=False) as dag:
     PyTorchJobOperator.partial(
-        task_id="train", image="ghcr.io/acme/train:1", workers=3, resources={"nvidia.com/gpu": 1},
-        gang_scheduling="disabled", deferrable=True, admission_timeout=25, retries=0, poll_interval=30,
-        pod_template=work(3),
-    ).expand(env=[{"SWEEP_INDEX": str(i)} for i in range(6)])
+        task_id="train", image="ghcr.io/acme/train:1", workers=3, resources={{"nvidia.com/gpu": 1}},
+        gang_scheduling="{gang_scheduling}", deferrable=True, admission_timeout={admission_timeout},
+        retries=0, poll_interval=30, pod_template=work(3),
+    ).expand(env=[{{"SWEEP_INDEX": str(i)}} for i in range(6)])
 """
-)
+    )
+
+
+# With gangs: one whole gang at a time, never two placed together.
+GANG_SWEEP = sweep_dag("rs_gang_sweep", "provider", 300)
+# Without: partial placements deadlock the pool until each job's admission timeout deletes it.
+NO_GANG_SWEEP = sweep_dag("rs_no_gang_sweep", "disabled", 25)
 
 LONG_JOB = (
     _HEADER
