@@ -16,9 +16,12 @@ Decisions use phases and bound pods, never the mere presence of a PodGroup condi
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
+
+from airflow_gang.timeline import gang_admitted_at
 
 JsonDict = dict[str, Any]
 JOB_NAME_LABEL = "training.kubeflow.org/job-name"
@@ -182,6 +185,13 @@ class GangSnapshot:
         cls, job: JsonDict | None, podgroup: JsonDict | None, pods: list[JsonDict], gang_scheduling: str
     ) -> GangSnapshot:
         return cls(gang_status(job, podgroup, pods, gang_scheduling), job, podgroup, pods)
+
+    def admitted_at(self) -> str:
+        """When the cluster admitted the gang (ISO UTC), from these objects; now if they cannot tell."""
+        moment = None
+        if self.job is not None:
+            moment = gang_admitted_at(self.job, self.podgroup, self.pods, self.status.min_member)
+        return (moment or dt.datetime.now(dt.UTC)).isoformat()
 
 
 @dataclass(frozen=True)

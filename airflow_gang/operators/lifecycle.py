@@ -16,7 +16,7 @@ from airflow_gang.exceptions import GangApiError, GangSpecError, PyTorchJobFaile
 from airflow_gang.gang_state import GangSnapshot, failing_replica, last_true_condition
 from airflow_gang.hooks.gang import GangJobHook
 from airflow_gang.naming import MANAGED_BY_LABEL, MANAGED_BY_VALUE, identity_selector
-from airflow_gang.timeline import gang_admitted_at, parse_time
+from airflow_gang.timeline import parse_time
 
 JsonDict = dict[str, Any]
 log = logging.getLogger(__name__)
@@ -62,14 +62,6 @@ def observe(
     podgroup = hook.get_podgroup(name, namespace) if gang_scheduling != "disabled" else None
     pods = hook.list_job_pods(name, namespace) if job is not None else []
     return GangSnapshot.of(job, podgroup, pods, gang_scheduling)
-
-
-def admitted_at(seen: GangSnapshot) -> str:
-    """When the cluster admitted the gang (ISO), from its objects; now if they cannot tell."""
-    moment = None
-    if seen.job is not None:
-        moment = gang_admitted_at(seen.job, seen.podgroup, seen.pods, seen.status.min_member)
-    return (moment or dt.datetime.now(dt.UTC)).isoformat()
 
 
 def is_live(job: JsonDict) -> bool:

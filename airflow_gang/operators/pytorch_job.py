@@ -460,7 +460,7 @@ class PyTorchJobOperator(BaseOperator):
                     f"PyTorchJob {namespace}/{name} was deleted while waiting", name=name, namespace=namespace
                 )
             if status.admitted and admitted_at is None:
-                admitted_at = lifecycle.admitted_at(seen)
+                admitted_at = seen.admitted_at()
                 self.log.info(
                     "gang admitted job=%s/%s queue=%s at %s", namespace, name, status.queue, admitted_at
                 )

@@ -34,7 +34,7 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_gang.exceptions import GangApiError
 from airflow_gang.gang_state import GangPhase, GangSnapshot
-from airflow_gang.timeline import finished_at, gang_admitted_at
+from airflow_gang.timeline import finished_at
 
 if TYPE_CHECKING:
     from airflow_gang.hooks.gang_async import AsyncGangJobHook
@@ -219,8 +219,7 @@ class GangJobTrigger(BaseTrigger):
                     "lost", seen, f"PyTorchJob {self.namespace}/{self.name} was deleted while waiting"
                 )
             if status.admitted and self.admitted_at is None and seen.job is not None:
-                admitted = gang_admitted_at(seen.job, seen.podgroup, seen.pods, status.min_member)
-                self.admitted_at = _iso(admitted or utc_now())
+                self.admitted_at = seen.admitted_at()
                 self.log.info(
                     "gang admitted job=%s/%s queue=%s at %s",
                     self.namespace,
