@@ -49,7 +49,12 @@ def stack(cluster: SimCluster, tmp_path_factory: pytest.TempPathFactory) -> Iter
         # The real hold (default 10 s) unless a developer measures without it.
         "AIRFLOW__GANG__RESUME_HOLD_SECONDS": os.environ.get("GANG_REALSTACK_HOLD", "10"),
     }
-    with AirflowStack(dags, kubeconfig=cluster.kubeconfig_path, extra_env=env, parallelism=8) as running:
+    # A home under pytest's basetemp (kept for the last runs): the components' logs and task logs
+    # stay readable after a failure.
+    home = tmp_path_factory.mktemp("realstack-home")
+    with AirflowStack(
+        dags, home=home, kubeconfig=cluster.kubeconfig_path, extra_env=env, parallelism=8
+    ) as running:
         for dag_id in (*DAG_FILES, *EXAMPLE_DAGS):
             running.client.wait_for_dag(dag_id, timeout=120)
         yield running

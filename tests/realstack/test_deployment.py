@@ -118,15 +118,17 @@ def test_without_gangs_the_pool_deadlocks_and_admission_timeouts_clear_it(
     assert failed, "six partial placements on a 4-GPU pool never deadlocked"
 
 
-def pid_of_task(stack: AirflowStack, ti_id: str) -> int | None:
-    """The task process (its title is ``airflow worker -- <ti id>``) among the stack's processes."""
-    for pid in stack.pids():
+def pid_of_task(ti_id: str) -> int | None:
+    """The task process: its title is ``airflow worker -- <ti id>`` (the id is a UUID)."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
         try:
-            title = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            title = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
         except OSError:
             continue
         if title.startswith(f"airflow worker -- {ti_id}"):
-            return pid
+            return int(entry.name)
     return None
 
 
@@ -189,7 +191,7 @@ def test_jobs_of_tasks_failed_from_outside_are_reaped(stack: AirflowStack, api: 
     fail_in_database(stack, run_id, "deferred")
     job_gone(api, deferred_job, timeout=REAPER_INTERVAL * 10)
 
-    pid = eventually(lambda: pid_of_task(stack, running["id"]), timeout=30, message="no task process")
+    pid = eventually(lambda: pid_of_task(running["id"]), timeout=30, message="no task process")
     os.kill(pid, signal.SIGKILL)  # an OOM kill: no on_kill, the supervisor reports the try failed
     job_gone(api, running_job, timeout=REAPER_INTERVAL * 10)
     stack.client.wait_for_run("rs_long_job", run_id, timeout=60)
@@ -206,7 +208,7 @@ def test_the_retry_after_a_killed_task_process_adopts_the_live_job(
         "rs_adopt_after_kill", run_id, "train", {"running"}, timeout=90
     )
     (job,) = eventually(lambda: jobs_of(api, "rs_adopt_after_kill"), timeout=60, message="no job")
-    pid = eventually(lambda: pid_of_task(stack, running["id"]), timeout=30, message="no task process")
+    pid = eventually(lambda: pid_of_task(running["id"]), timeout=30, message="no task process")
     os.kill(pid, signal.SIGKILL)
     assert stack.client.wait_for_run("rs_adopt_after_kill", run_id, timeout=180) == "success"
     ti = stack.client.task_instance("rs_adopt_after_kill", run_id, "train")
