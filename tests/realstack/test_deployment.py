@@ -4,9 +4,9 @@
   with timelines read off the cluster, and no task resumed seconds after it deferred;
 - the same sweep without gang scheduling: the pool deadlocks and admission timeouts clear it;
 - a person marks a deferred task failed: the trigger's ``on_kill`` deletes the job;
-- a deferred and a running task fail from outside with no code of theirs running (a task
-  instance failed in the database, a task process killed): the scheduler's orphan reaper
-  deletes their jobs;
+- a deferred and a running task fail from outside: a task instance failed in the database (the
+  triggerer cancels its trigger, whose on_kill or the reaper deletes the job) and a task process
+  SIGKILLed (no code of ours runs: the scheduler's orphan reaper deletes the job);
 - an admission timeout, then a retry that gets the gang; a replica failure named in the task.
 """
 
