@@ -7,6 +7,9 @@ after their parent dies and they are re-parented. Stopping therefore signals eve
 session is one of the stack's, plus the descendants of those (a task may start a program in a
 new session, e.g. BashOperator), read from ``/proc``. Without ``/proc`` only the process groups
 are signalled.
+
+`kill_component` ends one component the way its machine or container would (a process fault in
+a test), and `start_component` can start it again, its log continued.
 """
 
 from __future__ import annotations
@@ -49,12 +52,23 @@ class Component:
 
 
 def start_component(
-    name: str, command: Sequence[str], env: Mapping[str, str], cwd: Path, log_path: Path
+    name: str,
+    command: Sequence[str],
+    env: Mapping[str, str],
+    cwd: Path,
+    log_path: Path,
+    *,
+    append: bool = False,
 ) -> Component:
-    """Start ``command`` in a new session, stdout and stderr to ``log_path`` (truncated first)."""
+    """Start ``command`` in a new session, stdout and stderr to ``log_path``.
+
+    The log is truncated first unless ``append`` (a restart: the earlier life of the component
+    stays readable above a ``==> restarted`` line).
+    """
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    with log_path.open("wb") as output:
-        output.write(f"==> {' '.join(command)}\n".encode())
+    with log_path.open("ab" if append else "wb") as output:
+        header = "==> restarted: " if append else "==> "
+        output.write(f"{header}{' '.join(command)}\n".encode())
         output.flush()
         process = subprocess.Popen(
             list(command),
@@ -179,6 +193,54 @@ def stop_components(
         time.sleep(0.05)
         left = {pid: start for pid, start in left.items() if is_alive(pid, start)}
     return StopReport(killed=killed, left=[_describe(pid) for pid in sorted(left)])
+
+
+def kill_component(component: Component, signum: int, grace: float) -> StopReport:
+    """End one component as its machine or container would; return once none of its processes is left.
+
+    ``SIGKILL`` models losing the machine or the pod: every process of the component dies at
+    once and no handler runs, its helpers included (the triggerer's trigger runner and log
+    server, the scheduler's executor workers and the task processes they started). Killing only
+    the main process would be a fault no deployment has: its orphaned trigger runner would go on
+    firing events. Any other signal goes to the main process alone, as a container runtime sends
+    it to PID 1; whatever is left once the main process has exited, or after ``grace`` seconds,
+    gets SIGKILL, as when the container is torn down.
+
+    In the report, ``killed`` names the processes that got SIGKILL (with ``SIGKILL``: all of
+    them) and ``left`` any still alive at the end (normally none).
+    """
+    sessions = [component.pid]
+    # Read before anything dies: a descendant in a session of its own (a task's subprocess) is
+    # found only through its parent.
+    tracked = stack_processes(sessions)
+    described = {pid: _describe(pid) for pid in tracked}
+    if signum != signal.SIGKILL:
+        _signal_process(component.pid, signum)
+        until = time.monotonic() + grace
+        while component.running() and time.monotonic() < until:
+            for pid, start in stack_processes(sessions).items():
+                if pid not in tracked:
+                    tracked[pid], described[pid] = start, _describe(pid)
+            time.sleep(0.1)
+    killed = {pid: described[pid] for pid, start in tracked.items() if is_alive(pid, start)}
+    _signal_group(component.pid, signal.SIGKILL)
+    for _ in range(3):  # a process may start a child between the scan and its own death
+        for pid, start in stack_processes(sessions).items():
+            tracked.setdefault(pid, start)
+        for pid, start in tracked.items():
+            if is_alive(pid, start):
+                killed.setdefault(pid, described.get(pid) or _describe(pid))
+                _signal_process(pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        component.process.wait(timeout=10)
+    left = {pid: start for pid, start in tracked.items() if is_alive(pid, start)}
+    until = time.monotonic() + 5
+    while left and time.monotonic() < until:
+        time.sleep(0.05)
+        left = {pid: start for pid, start in left.items() if is_alive(pid, start)}
+    return StopReport(
+        killed=[killed[pid] for pid in sorted(killed)], left=[_describe(pid) for pid in sorted(left)]
+    )
 
 
 def _terminate(stage: Sequence[Component], deadline: float) -> dict[int, int]:

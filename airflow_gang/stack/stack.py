@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import atexit
 import shutil
+import signal
 import subprocess
 import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
@@ -19,7 +20,13 @@ import httpx
 
 from airflow_gang.stack.client import AirflowClient
 from airflow_gang.stack.errors import StackError
-from airflow_gang.stack.processes import Component, stack_processes, start_component, stop_components
+from airflow_gang.stack.processes import (
+    Component,
+    kill_component,
+    stack_processes,
+    start_component,
+    stop_components,
+)
 from airflow_gang.stack.settings import (
     LOG_DIR,
     StackSettings,
@@ -35,6 +42,9 @@ HEALTH_PARTS = {
     "triggerer": "latest_triggerer_heartbeat",
     "dag_processor": "latest_dag_processor_heartbeat",
 }
+# The part of /api/v2/monitor/health that reports each component's heartbeat (the API server
+# has none: its answering at all, with the metadatabase healthy, is its readiness).
+HEALTH_PART_OF = {"scheduler": "scheduler", "triggerer": "triggerer", "dag-processor": "dag_processor"}
 
 
 class AirflowStack:
@@ -52,6 +62,17 @@ class AirflowStack:
     :param parallelism: LocalExecutor slots (task instances running at once).
     :param startup_timeout: seconds for ``db migrate`` plus every part becoming healthy.
     :param stop_grace: seconds between SIGTERM and SIGKILL when stopping.
+
+    Process faults: ``stack.kill("triggerer")`` SIGKILLs a component with every process it
+    started (for the triggerer its trigger runner and log server, for the scheduler its executor
+    workers and their task processes), as losing its machine or pod would, and returns once all
+    are gone; another signal (``stack.kill("scheduler", signal.SIGTERM)``) goes to the main
+    process alone, and what is left when it exits or after ``stop_grace`` gets SIGKILL.
+    ``stack.start_component("triggerer")`` starts it again (its log continues) and returns once
+    its own heartbeat in ``/api/v2/monitor/health`` is newer than the restart; the others need
+    not be healthy then (a triggerer killed for good turns unhealthy after 30 s). Airflow hands
+    the triggers of a killed triggerer to a live one only when the dead one's last heartbeat is
+    ``[triggerer] triggerer_health_check_threshold`` (30 s) old.
     """
 
     def __init__(
@@ -93,6 +114,9 @@ class AirflowStack:
         self._client: AirflowClient | None = None
         self._lock = threading.Lock()
         self._temporary_home = False
+        # Between a successful start() and stop(): what start_component needs, even when every
+        # component has been killed.
+        self._started = False
 
     # What callers use
     @property
@@ -139,7 +163,8 @@ class AirflowStack:
 
     @property
     def running(self) -> bool:
-        return bool(self.components) and all(c.running() for c in self.components.values())
+        """Every component started and alive (False while one is killed)."""
+        return set(self.components) == set(COMPONENTS) and all(c.running() for c in self.components.values())
 
     def __enter__(self) -> AirflowStack:
         return self.start()
@@ -152,7 +177,7 @@ class AirflowStack:
     # Starting
     def start(self) -> AirflowStack:
         """Migrate the DB, start the four components, return once all are healthy (else `StackError`)."""
-        if self.components:
+        if self._started or self.components:
             raise StackError("the stack is already running")
         began = time.monotonic()
         self._settings = self._prepare_settings()
@@ -165,13 +190,14 @@ class AirflowStack:
                 self.components[name] = start_component(
                     name, self._command(name), env, self.home, self.log_dir / f"{name}.log"
                 )
-            self._wait_healthy(since, deadline=began + self.startup_timeout)
+            self._wait_healthy(since, deadline=began + self.startup_timeout, timeout=self.startup_timeout)
             self.client.token(refresh=True)
         except BaseException:
             self._temporary_home = False  # keep the logs the error names
             self.stop()
             raise
         self.startup_seconds = time.monotonic() - began
+        self._started = True
         return self
 
     def _prepare_settings(self) -> StackSettings:
@@ -226,24 +252,37 @@ class AirflowStack:
             tail = log_path.read_text(errors="replace")[-3000:]
             raise StackError(f"airflow db migrate failed ({result.returncode}):\n{tail}")
 
-    def _wait_healthy(self, since: datetime, deadline: float) -> None:
-        """Every part healthy, with a heartbeat from this start (not from an earlier one in the DB)."""
+    def _wait_healthy(
+        self,
+        since: datetime,
+        deadline: float,
+        timeout: float,
+        parts: Collection[str] = tuple(HEALTH_PARTS),
+        watched: Collection[str] | None = None,
+    ) -> None:
+        """The ``parts`` healthy, with heartbeats from this start (not from an earlier one in the DB).
+
+        ``watched`` (default: all) are the components whose exit ends the wait with `StackError`.
+        """
         last: Any = "no answer yet"
         while True:
-            dead = [c for c in self.components.values() if not c.running()]
+            dead = [
+                c
+                for c in self.components.values()
+                if not c.running() and (watched is None or c.name in watched)
+            ]
             if dead:
                 names = ", ".join(f"{c.name} (exit code {c.process.returncode})" for c in dead)
                 raise StackError(f"Airflow component exited during startup: {names}\n{self._log_tails(dead)}")
             try:
                 last = self.client.health()
-                if _all_healthy(last, since):
+                if _all_healthy(last, since, parts):
                     return
             except (httpx.HTTPError, ValueError) as error:
                 last = repr(error)
             if time.monotonic() > deadline:
                 raise StackError(
-                    f"Airflow not healthy within {self.startup_timeout:.0f}s; last health: {last}\n"
-                    f"{self._log_tails()}"
+                    f"Airflow not healthy within {timeout:.0f}s; last health: {last}\n{self._log_tails()}"
                 )
             time.sleep(0.5)
 
@@ -252,10 +291,70 @@ class AirflowStack:
         ordered = [*(first or []), *(c for c in self.components.values() if c not in (first or []))]
         return "\n".join(f"--- {c.name} ({c.log_path}), last lines:\n{c.log_tail()}" for c in ordered)
 
+    # Process faults
+    def kill(self, name: str, signum: int = signal.SIGKILL) -> list[str]:
+        """End component ``name`` with ``signum``; return once none of its processes is left.
+
+        ``SIGKILL`` (the default) kills the component's every process at once, as losing its
+        machine or pod does; another signal goes to its main process, and what is left when that
+        exits or after ``stop_grace`` seconds gets SIGKILL. Returns the processes that got
+        SIGKILL (``"pid: command line"``). The component stays down until `start_component`.
+        """
+        self._check_name(name)
+        with self._lock:
+            component = self.components.get(name)
+            if component is None:
+                raise StackError(f"{name} is not running (not started, killed, or the stack is stopped)")
+            report = kill_component(component, signum, self.stop_grace)
+            del self.components[name]
+        if report.left:
+            raise StackError(f"killing {name} left processes alive: {report.left}")
+        return report.killed
+
+    def start_component(self, name: str, timeout: float | None = None) -> Component:
+        """Start component ``name`` again after `kill`; return once it is healthy.
+
+        Healthy: ``/api/v2/monitor/health`` answers with the metadatabase healthy and, for the
+        scheduler, triggerer and dag-processor, this component's heartbeat is newer than the
+        restart. Its log continues the earlier one. ``timeout`` defaults to ``startup_timeout``.
+        """
+        self._check_name(name)
+        limit = self.startup_timeout if timeout is None else timeout
+        with self._lock:
+            if not self._started:
+                raise StackError("the stack is not started: call start() or use it as a context manager")
+            if name in self.components:
+                raise StackError(f"{name} is already running: kill() it first")
+            since = datetime.now(UTC)
+            component = start_component(
+                name,
+                self._command(name),
+                self.settings.environment(),
+                self.home,
+                self.log_dir / f"{name}.log",
+                append=True,
+            )
+            self.components[name] = component
+        part = HEALTH_PART_OF.get(name)
+        self._wait_healthy(
+            since,
+            deadline=time.monotonic() + limit,
+            timeout=limit,
+            parts=[part] if part else [],
+            watched=[name],
+        )
+        return component
+
+    @staticmethod
+    def _check_name(name: str) -> None:
+        if name not in COMPONENTS:
+            raise StackError(f"no component {name!r}: the stack runs {', '.join(COMPONENTS)}")
+
     # Stopping
     def stop(self) -> None:
         """Stop every process the stack started (SIGTERM, then SIGKILL after ``stop_grace``). Idempotent."""
         with self._lock:
+            self._started = False
             atexit.unregister(self.stop)
             if self._client is not None:
                 self._client.close()
@@ -269,12 +368,14 @@ class AirflowStack:
                 self._temporary_home = False
 
 
-def _all_healthy(health: Any, since: datetime) -> bool:
+def _all_healthy(health: Any, since: datetime, parts: Collection[str] = tuple(HEALTH_PARTS)) -> bool:
+    """The metadatabase and each of ``parts`` healthy, each part's heartbeat not older than ``since``."""
     if not isinstance(health, dict):
         return False
     if (health.get("metadatabase") or {}).get("status") != "healthy":
         return False
-    for part, heartbeat_key in HEALTH_PARTS.items():
+    for part in parts:
+        heartbeat_key = HEALTH_PARTS[part]
         info = health.get(part) or {}
         if info.get("status") != "healthy" or not info.get(heartbeat_key):
             return False
