@@ -93,6 +93,45 @@ with DAG("rs_adopt_after_kill", schedule=None, start_date=dt.datetime(2026, 1, 1
 """
 )
 
+# The Volcano queue rs_triggerer_kill's third task submits to; test_process_faults.py creates it
+# with a quota of one GPU, so that task's two-GPU gang is never admitted.
+SMALL_QUOTA_QUEUE = "rs-small-quota"
+
+TRIGGERER_KILL = (
+    _HEADER
+    + f"""
+# Three deferred gangs while the test SIGKILLs the triggerer and starts a new one: two fit and
+# train for 20 s; the third asks more of its queue than the queue's quota, so it stays queued
+# until its admission timeout, whose deadline must survive the restart.
+with DAG("rs_triggerer_kill", schedule=None, start_date=dt.datetime(2026, 1, 1), catchup=False) as dag:
+    for index in range(2):
+        PyTorchJobOperator(
+            task_id=f"fits_{{index}}", image="ghcr.io/acme/train:1", workers=1,
+            resources={{"nvidia.com/gpu": 1}}, deferrable=True, retries=0, poll_interval=5,
+            pod_template=work(20),
+        )
+    PyTorchJobOperator(
+        task_id="never_admitted", image="ghcr.io/acme/train:1", workers=1,
+        resources={{"nvidia.com/gpu": 1}}, queue="{SMALL_QUOTA_QUEUE}", deferrable=True,
+        admission_timeout=50, retries=0, poll_interval=5, pod_template=work(5),
+    )
+"""
+)
+
+SYNC_TASK_KILL = (
+    _HEADER
+    + """
+# Waits in the worker; the test SIGKILLs the task process mid-wait. The retry must reattach to
+# the job of try 1, and no other job may ever be created for the task.
+with DAG("rs_sync_task_kill", schedule=None, start_date=dt.datetime(2026, 1, 1), catchup=False) as dag:
+    PyTorchJobOperator(
+        task_id="train", image="ghcr.io/acme/train:1", workers=1, resources={"nvidia.com/gpu": 1},
+        deferrable=False, retries=1, retry_delay=dt.timedelta(seconds=1), poll_interval=1,
+        pod_template=work(20),
+    )
+"""
+)
+
 DAG_FILES = {
     "rs_adopt_after_kill": ADOPT_AFTER_KILL,
     "rs_gang_sweep": GANG_SWEEP,
@@ -100,4 +139,6 @@ DAG_FILES = {
     "rs_long_job": LONG_JOB,
     "rs_retry_after_timeout": RETRY_AFTER_TIMEOUT,
     "rs_replica_failure": REPLICA_FAILURE,
+    "rs_triggerer_kill": TRIGGERER_KILL,
+    "rs_sync_task_kill": SYNC_TASK_KILL,
 }

@@ -1,0 +1,272 @@
+"""Process faults in a real deployment (see conftest.py): Airflow processes die while gangs wait.
+
+- the triggerer is SIGKILLed (with its trigger runner: a lost machine or pod) while three gangs
+  wait deferred, and a new triggerer starts 10 s later: the two gangs that fit succeed on their
+  first and only job, and the one that can never be admitted fails with `GangAdmissionTimeout`
+  at the deadline set before the kill, not one restarted by the new triggerer;
+- a task waiting in its worker (``deferrable=False``) is SIGKILLed mid-wait: its retry reattaches
+  to the job of the killed try, and no other job is ever created for the task.
+
+A watch on the cluster records every PyTorchJob the DAG creates, so "no second job" is seen,
+not inferred from what is left at the end.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import re
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubernetes import client as k8s
+from kubernetes import watch as k8s_watch
+
+from airflow_gang.gang_state import last_true_condition
+from airflow_gang.naming import DAG_ID_LABEL, TASK_ID_LABEL, TRY_NUMBER_LABEL, safe_label_value
+from airflow_gang.stack import AirflowStack
+from airflow_gang.timeline import parse_time
+from tests.e2e.test_scenarios import jobs_of
+from tests.realstack.conftest import component_logs
+from tests.realstack.dags import SMALL_QUOTA_QUEUE
+from tests.realstack.test_deployment import pid_of_task
+from tests.waiting import eventually
+
+PYTORCHJOBS = ("kubeflow.org", "v1", "default", "pytorchjobs")
+QUEUES = ("scheduling.volcano.sh", "v1beta1", "queues")
+TRIGGERER_DAG = "rs_triggerer_kill"
+FITTING = ("fits_0", "fits_1")
+NEVER_ADMITTED = "never_admitted"
+ADMISSION_TIMEOUT = dt.timedelta(seconds=50)  # as in the DAG
+DOWN_SECONDS = 10.0
+# From the deadline until the trigger has deleted the job: it sleeps until the deadline, deletes
+# and confirms (a second or two); more on two busy cores.
+DELETE_SLACK = dt.timedelta(seconds=10)
+SYNC_DAG = "rs_sync_task_kill"
+TRIGGER_STARTED = re.compile(r"\(ID \d+\) starting")
+
+
+@dataclass
+class CreatedJobs:
+    """PyTorchJobs seen created (ADDED) by a watch: (task id, try number, uid), in order."""
+
+    seen: list[tuple[str, str, str]] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    def uids(self, task_id: str) -> list[str]:
+        return [uid for task, _, uid in self.seen if task == task_id]
+
+
+@contextmanager
+def created_jobs(api: k8s.ApiClient, dag_id: str) -> Iterator[CreatedJobs]:
+    """Watch every PyTorchJob of ``dag_id`` created while the block runs.
+
+    A list gives the starting resourceVersion, so nothing created after it is missed, however
+    briefly it lives; an interrupted watch resumes from the last version it saw.
+    """
+    custom = k8s.CustomObjectsApi(api)
+    selector = f"{DAG_ID_LABEL}={safe_label_value(dag_id)}"
+    listed = custom.list_namespaced_custom_object(*PYTORCHJOBS, label_selector=selector)
+    found = CreatedJobs()
+    for job in listed["items"]:
+        found.errors.append(f"job {job['metadata']['name']} existed before the test")
+    version = listed["metadata"]["resourceVersion"]
+    stop = threading.Event()
+
+    def follow() -> None:
+        nonlocal version
+        while not stop.is_set():
+            try:
+                for event in k8s_watch.Watch().stream(
+                    custom.list_namespaced_custom_object,
+                    *PYTORCHJOBS,
+                    label_selector=selector,
+                    resource_version=version,
+                    timeout_seconds=2,
+                ):
+                    metadata = event["object"]["metadata"]
+                    version = metadata.get("resourceVersion", version)
+                    if event["type"] == "ADDED":
+                        labels = metadata.get("labels") or {}
+                        found.seen.append(
+                            (
+                                labels.get(TASK_ID_LABEL, "?"),
+                                labels.get(TRY_NUMBER_LABEL, "?"),
+                                metadata["uid"],
+                            )
+                        )
+            except Exception as error:  # a 410 would mean lost events: the test must not pass on it
+                found.errors.append(repr(error))
+                return
+
+    watcher = threading.Thread(target=follow, name=f"watch-{dag_id}", daemon=True)
+    watcher.start()
+    try:
+        yield found
+    finally:
+        stop.set()
+        watcher.join(timeout=10)
+
+
+@contextmanager
+def volcano_queue(api: k8s.ApiClient, name: str, capability: dict[str, str]) -> Iterator[None]:
+    """A Volcano queue with this quota for the block (another team's small queue)."""
+    custom = k8s.CustomObjectsApi(api)
+    body = {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "Queue",
+        "metadata": {"name": name},
+        "spec": {"capability": capability, "reclaimable": True, "weight": 1, "parent": "root"},
+    }
+    custom.create_cluster_custom_object(*QUEUES, body)
+    try:
+        yield
+    finally:
+        custom.delete_cluster_custom_object(*QUEUES, name)
+
+
+def job_of(api: k8s.ApiClient, dag_id: str, task_id: str) -> dict[str, Any] | None:
+    jobs = [job for job in jobs_of(api, dag_id) if job["metadata"]["labels"].get(TASK_ID_LABEL) == task_id]
+    assert len(jobs) <= 1, [job["metadata"]["name"] for job in jobs]
+    return jobs[0] if jobs else None
+
+
+def result_of(stack: AirflowStack, dag_id: str, run_id: str, task_id: str) -> dict[str, Any]:
+    path = (
+        f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/xcomEntries/return_value"
+        "?deserialize=true"
+    )
+    value: dict[str, Any] = stack.client.call("GET", path)["value"]
+    return value
+
+
+def trigger_starts(stack: AirflowStack, run_id: str, task_id: str) -> list[str]:
+    """The triggerer's "(ID n) starting" lines in the task's log: one per triggerer that ran it."""
+    return TRIGGER_STARTED.findall(stack.client.task_log(TRIGGERER_DAG, run_id, task_id, 1))
+
+
+def utc_now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+def test_a_triggerer_killed_while_gangs_wait_deferred_is_replaced_and_every_wait_ends_right(
+    stack: AirflowStack, api: k8s.ApiClient
+) -> None:
+    client = stack.client
+    began = time.monotonic()
+    with (
+        volcano_queue(api, SMALL_QUOTA_QUEUE, {"nvidia.com/gpu": "1"}),
+        created_jobs(api, TRIGGERER_DAG) as created,
+    ):
+        run_id = client.trigger(TRIGGERER_DAG)
+        for task_id in (*FITTING, NEVER_ADMITTED):
+            client.wait_for_task_state(TRIGGERER_DAG, run_id, task_id, {"deferred"}, timeout=90)
+        jobs = {
+            task_id: eventually(lambda t=task_id: job_of(api, TRIGGERER_DAG, t), timeout=30, message=task_id)
+            for task_id in (*FITTING, NEVER_ADMITTED)
+        }
+        for task_id in (*FITTING, NEVER_ADMITTED):
+            # Deferred is not enough: the kill must hit triggers running in the triggerer.
+            eventually(
+                lambda t=task_id: len(trigger_starts(stack, run_id, t)) == 1,
+                timeout=30,
+                interval=0.5,
+                message=f"the trigger of {task_id} never started",
+            )
+        created_at = parse_time(jobs[NEVER_ADMITTED]["metadata"]["creationTimestamp"])
+        assert created_at is not None
+        deadline = created_at + ADMISSION_TIMEOUT
+
+        killed_at = utc_now()
+        killed = stack.kill("triggerer", signal.SIGKILL)
+        # The triggerer and its trigger runner at least (the log server too).
+        assert len(killed) >= 2, killed
+        assert "triggerer" not in stack.components
+        time.sleep(DOWN_SECONDS)
+        stack.start_component("triggerer")
+        restarted_at = utc_now()
+
+        # Airflow hands a dead triggerer's triggers over once its heartbeat is 30 s old: that must
+        # come before the deadline, or this test could not tell a kept deadline from a new one.
+        assert killed_at + dt.timedelta(seconds=35) < deadline, (killed_at, deadline)
+        eventually(
+            lambda: job_of(api, TRIGGERER_DAG, NEVER_ADMITTED) is None,
+            timeout=(deadline - utc_now()).total_seconds() + 60,
+            interval=0.2,
+            message="the never-admitted job was not deleted",
+        )
+        deleted_at = utc_now()
+        state = client.wait_for_run(TRIGGERER_DAG, run_id, timeout=90)
+    print(
+        f"killed {killed_at:%T} down {DOWN_SECONDS:.0f}s, new triggerer healthy {restarted_at:%T}; "
+        f"deadline {deadline:%T}, job deleted {deleted_at:%T}; test took {time.monotonic() - began:.0f}s"
+    )
+
+    tis = {ti["task_id"]: ti for ti in client.task_instances(TRIGGERER_DAG, run_id)}
+    summary = {task_id: (ti["state"], ti["try_number"]) for task_id, ti in tis.items()}
+    assert summary == {
+        "fits_0": ("success", 1),
+        "fits_1": ("success", 1),
+        NEVER_ADMITTED: ("failed", 1),
+    }, component_logs(stack)
+    assert state == "failed"
+    assert created.errors == []
+    for task_id in (*FITTING, NEVER_ADMITTED):
+        # One job per task, created before the kill; the new triggerer waited on that very job.
+        assert created.uids(task_id) == [jobs[task_id]["metadata"]["uid"]], created.seen
+    for task_id in FITTING:
+        value = result_of(stack, TRIGGERER_DAG, run_id, task_id)
+        assert (value["uid"], value["state"]) == (jobs[task_id]["metadata"]["uid"], "succeeded"), value
+
+    # The deadline set before the kill, neither earlier nor restarted by the new triggerer (that
+    # would be 50 s after it took the trigger over, at least 80 s after the kill).
+    assert deadline <= deleted_at <= deadline + DELETE_SLACK, (deadline, deleted_at)
+    ended = parse_time(tis[NEVER_ADMITTED]["end_date"])
+    assert ended is not None
+    assert ended >= deadline
+    log = client.task_log(TRIGGERER_DAG, run_id, NEVER_ADMITTED, 1)
+    assert "GangAdmissionTimeout" in log, log[-3000:]
+    for task_id in (*FITTING, NEVER_ADMITTED):
+        # Each trigger ran twice: in the killed triggerer and in the new one (the same try).
+        assert len(trigger_starts(stack, run_id, task_id)) == 2, task_id
+
+
+def test_a_sync_task_killed_mid_wait_is_retried_on_the_same_job(
+    stack: AirflowStack, api: k8s.ApiClient
+) -> None:
+    """Stronger than test_deployment's adoption test: the watch proves no job but try 1's ever existed."""
+    client = stack.client
+    began = time.monotonic()
+    with created_jobs(api, SYNC_DAG) as created:
+        run_id = client.trigger(SYNC_DAG)
+        running = client.wait_for_task_state(SYNC_DAG, run_id, "train", {"running"}, timeout=90)
+        job = eventually(lambda: job_of(api, SYNC_DAG, "train"), timeout=60, message="no job")
+        # Mid-wait: the gang is admitted and training when the task process dies.
+        eventually(
+            lambda: (
+                (last_true_condition(job_of(api, SYNC_DAG, "train") or {}) or {}).get("type") == "Running"
+            ),
+            timeout=30,
+            message="the job never started",
+        )
+        pid = eventually(lambda: pid_of_task(running["id"]), timeout=30, message="no task process")
+        os.kill(pid, signal.SIGKILL)  # an OOM kill: no on_kill, no code of ours runs
+        state = client.wait_for_run(SYNC_DAG, run_id, timeout=120)
+    print(f"test took {time.monotonic() - began:.0f}s")
+
+    assert state == "success", component_logs(stack)
+    ti = client.task_instance(SYNC_DAG, run_id, "train")
+    assert ti["try_number"] == 2
+    assert created.errors == []
+    # Exactly one job, created by try 1, ever existed for the task.
+    assert created.seen == [("train", "1", job["metadata"]["uid"])]
+    value = result_of(stack, SYNC_DAG, run_id, "train")
+    assert (value["uid"], value["name"]) == (job["metadata"]["uid"], job["metadata"]["name"])
+    retry_log = client.task_log(SYNC_DAG, run_id, "train", 2)
+    assert "reattaching to" in retry_log, retry_log[-3000:]
+    assert "submitted PyTorchJob" not in retry_log
