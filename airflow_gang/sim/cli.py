@@ -42,6 +42,8 @@ def register(subparsers: Any) -> None:
 
 
 def _add_apiserver(commands: Any) -> None:
+    from airflow_gang.sim import cli_cluster
+
     parser = commands.add_parser(
         "apiserver",
         help="run the Kubernetes API server alone",
@@ -81,6 +83,7 @@ def _add_apiserver(commands: Any) -> None:
         default=10_000,
         help="events kept for watches; older resourceVersions get 410 (default: 10000)",
     )
+    cli_cluster.add_faults_argument(parser)
     parser.set_defaults(func=run_apiserver)
 
 
@@ -113,6 +116,7 @@ def run_apiserver(args: argparse.Namespace) -> int:
         tls_hosts=args.tls_san,
         crd_paths=args.crd,
         event_window=args.event_window,
+        faults=args.faults,
     )
     print(f"API server listening on {handle.url}", flush=True)
     print(f"kubeconfig: {handle.kubeconfig_path}", flush=True)

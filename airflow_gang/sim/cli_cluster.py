@@ -6,8 +6,11 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
+
+if TYPE_CHECKING:
+    from airflow_gang.sim.faults import FaultSpec
 
 DEFAULT_KUBECONFIG = "sim.kubeconfig"
 _RESOURCE_ALIASES = {"gpu": "nvidia.com/gpu", "gpus": "nvidia.com/gpu", "mem": "memory"}
@@ -43,6 +46,28 @@ def parse_advertise_url(text: str) -> str:
     if parts.scheme != "https" or not parts.hostname or parts.path not in ("", "/") or not port_ok:
         raise argparse.ArgumentTypeError(f"--advertise-url {text!r}: expected https://HOST[:PORT]")
     return text.rstrip("/")
+
+
+def parse_faults(text: str) -> FaultSpec:
+    """``--faults SPEC``: a YAML/JSON file path or inline JSON, validated now (errors name the field)."""
+    from airflow_gang.sim.faults import FaultSpecError, load_fault_spec
+
+    try:
+        return load_fault_spec(text)
+    except FaultSpecError as error:
+        raise argparse.ArgumentTypeError(str(error)) from error
+
+
+def add_faults_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--faults",
+        default=None,
+        type=parse_faults,
+        metavar="SPEC",
+        help="inject API server faults (errors, latency, watch cuts, outages, deletions, node failures) "
+        "for clients other than the simulator's controllers: a YAML/JSON file or inline JSON; "
+        "see docs/fault-injection.md",
+    )
 
 
 def _add_topology(parser: argparse.ArgumentParser) -> None:
@@ -101,6 +126,7 @@ def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
         help="server URL written into the kubeconfig, for clients reaching the cluster under another "
         "name, e.g. https://kube-sim:6443 from other containers (its host joins the certificate)",
     )
+    add_faults_argument(parser)
 
 
 def _topology(args: argparse.Namespace) -> dict[str, Any]:
@@ -134,6 +160,7 @@ def run_cluster(args: argparse.Namespace) -> int:
         kubeconfig_path=kubeconfig,
         tls_sans=args.tls_san,
         advertise_url=args.advertise_url,
+        faults=args.faults,
         **_topology(args),
     )
     cluster.start()
@@ -145,6 +172,8 @@ def run_cluster(args: argparse.Namespace) -> int:
         )
         if cluster.advertise_url != cluster.url:
             print(f"advertised to clients as {cluster.advertise_url}", flush=True)
+        if args.faults is not None:
+            print(f"fault injection: {json.dumps(args.faults.to_json())}", flush=True)
         print(f"kubeconfig: {kubeconfig}", flush=True)
         print(f"  kubectl:  export KUBECONFIG={kubeconfig}", flush=True)
         print(

@@ -7,6 +7,10 @@ kubectl can use. ``stop()`` (or leaving the ``with`` block) ends everything it s
 
     with SimCluster(nodes=2, gpus_per_node=2) as cluster:
         kubernetes.config.load_kube_config(cluster.kubeconfig_path)
+
+``faults=`` (or ``set_faults()`` at run time) injects API server faults for clients other than
+the cluster's own controllers: errors, latency, cut watches, outages, external deletions and
+node failures (``airflow_gang.sim.faults``, ``docs/fault-injection.md``).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from airflow_gang.sim.controllers.kubelet import Kubelet
 from airflow_gang.sim.controllers.manager import ControllerFactory, ControllerManager
 from airflow_gang.sim.controllers.training_operator import TrainingOperator
 from airflow_gang.sim.controllers.volcano import Volcano
+from airflow_gang.sim.faults import FaultSpec, load_fault_spec
 
 Runtime = Literal["script", "process"]
 CONTROLLER_NAMES = ("volcano", "kube-scheduler", "training-operator", "kubelet")
@@ -127,6 +132,9 @@ class SimCluster:
     :param advertise_url: the server URL written into the kubeconfig, for clients that reach
         the API server under another name (``https://kube-sim:6443`` from other containers);
         the controllers keep using the address reachable from this machine.
+    :param faults: a fault spec applied once the cluster is ready (its times count from then):
+        a `FaultSpec`, a mapping, or a path to a YAML/JSON file. Invalid specs raise
+        `FaultSpecError` here, before anything starts.
     """
 
     def __init__(
@@ -148,7 +156,9 @@ class SimCluster:
         auth: bool = True,
         tls_sans: Iterable[str] = (),
         advertise_url: str | None = None,
+        faults: FaultSpec | Mapping[str, Any] | str | Path | None = None,
     ) -> None:
+        self.faults = load_fault_spec(faults) if faults is not None else None
         self.topology = Topology(
             nodes=nodes,
             gpus_per_node=gpus_per_node,
@@ -207,7 +217,26 @@ class SimCluster:
         except BaseException:
             self.stop()
             raise
+        if self.faults is not None:
+            self.apiserver.state.faults.apply(self.faults)
         return self
+
+    def set_faults(self, spec: FaultSpec | Mapping[str, Any] | str | Path) -> FaultSpec:
+        """Replace the active fault spec; its ``start``/``at`` times count from now."""
+        return self._running().set_faults(spec)
+
+    def clear_faults(self) -> None:
+        """Stop injecting faults; an outage or node failure in progress ends now."""
+        self._running().clear_faults()
+
+    def fault_counts(self) -> dict[str, int]:
+        """Faults injected so far, by kind (``error_503``, ``outage``, ...; see ``FAULT_KINDS``)."""
+        return self._running().state.faults.counts()
+
+    def _running(self) -> ApiServerHandle:
+        if self.apiserver is None:
+            raise RuntimeError("the cluster is not running: call start() or use it as a context manager")
+        return self.apiserver
 
     def _wait_ready(self, timeout: float) -> None:
         """Return once every node is registered and the default queues exist."""

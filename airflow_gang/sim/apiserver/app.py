@@ -21,6 +21,8 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from airflow_gang.sim.apiserver.errors import MethodNotAllowed, StatusError, Unauthorized
+from airflow_gang.sim.apiserver.faults_middleware import FaultMiddleware
+from airflow_gang.sim.apiserver.faults_routes import faults_router
 from airflow_gang.sim.apiserver.metrics import RequestCounter, RequestMetrics, metrics_router
 from airflow_gang.sim.apiserver.routes import router, status_response
 from airflow_gang.sim.apiserver.state import ServerConfig, ServerState
@@ -102,10 +104,13 @@ def build_app(config: ServerConfig, state: ServerState | None = None) -> FastAPI
     app.include_router(router)
     app.include_router(sim_router)
     app.include_router(metrics_router)
+    app.include_router(faults_router)
     app.add_exception_handler(StatusError, _status_error)
     app.add_exception_handler(HTTPException, _http_error)
     app.add_exception_handler(Exception, _unexpected)
     app.state.request_metrics = RequestMetrics()
+    # Innermost: injected errors are counted and authenticated like real ones.
+    app.add_middleware(FaultMiddleware, injector=app.state.sim.faults)
     app.add_middleware(RequestCounter, metrics=app.state.request_metrics)  # inside auth: counts callers
     if config.token:
         app.add_middleware(BearerTokenAuth, token=config.token)

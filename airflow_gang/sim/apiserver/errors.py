@@ -258,3 +258,19 @@ class InternalError(StatusError):
 
     def __init__(self, message: str):
         super().__init__(f"Internal error occurred: {message}", {"causes": [{"message": message}]})
+
+
+class ServiceUnavailable(StatusError):
+    code = 503
+    reason = "ServiceUnavailable"
+
+
+class TooManyRequests(StatusError):
+    """429 as API Priority and Fairness answers it; ``Retry-After`` goes in a header too."""
+
+    code = 429
+    reason = "TooManyRequests"
+
+    def __init__(self, message: str, retry_after: int):
+        super().__init__(message, {"retryAfterSeconds": retry_after})
+        self.retry_after = retry_after

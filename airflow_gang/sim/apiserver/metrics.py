@@ -13,10 +13,12 @@ lower-case HTTP method with an empty resource. The resource is ``plural[.group][
 (``pods``, ``pods/log``, ``podgroups.scheduling.volcano.sh``).
 
 Wired inside the bearer-token check, so only authenticated requests count. Counting is one
-dict update under a lock; the reply is a snapshot::
+dict update under a lock; the reply is a snapshot, with the fault injector's counters of
+injected faults by kind (see ``airflow_gang.sim.faults.FAULT_KINDS``)::
 
     {"kind": "RequestMetrics", "apiVersion": "sim.airflow-gang.io/v1", "total": 3,
-     "requests": [{"userAgent": "bench/poll", "verb": "get", "resource": "pods", "count": 3}]}
+     "requests": [{"userAgent": "bench/poll", "verb": "get", "resource": "pods", "count": 3}],
+     "faults": {"error_500": 0, "error_503": 1, ..., "node_failure": 0}}
 """
 
 from __future__ import annotations
@@ -125,4 +127,6 @@ class RequestCounter:
 async def read_metrics(request: Request) -> Response:
     """Simulator-only: the request counters (see the module docstring)."""
     metrics: RequestMetrics = request.app.state.request_metrics
-    return Response(json.dumps(metrics.to_json()), media_type="application/json")
+    body = metrics.to_json()
+    body["faults"] = request.app.state.sim.faults.counts()
+    return Response(json.dumps(body), media_type="application/json")

@@ -20,22 +20,21 @@ import os
 import secrets
 import socket
 import tempfile
-import threading
-import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 from urllib.parse import urlsplit
 
-import uvicorn
 import yaml
 
 from airflow_gang.sim.apiserver.app import build_app
 from airflow_gang.sim.apiserver.certs import make_serving_certificate
 from airflow_gang.sim.apiserver.crd_loader import load_crds
+from airflow_gang.sim.apiserver.listener import Listener
 from airflow_gang.sim.apiserver.resources import builtin_registry
 from airflow_gang.sim.apiserver.state import ServerConfig, ServerState
+from airflow_gang.sim.faults import FaultSpec, load_fault_spec
 
 CONTEXT_NAME = "airflow-gang-sim"
 
@@ -75,13 +74,16 @@ def write_kubeconfig(path: str | Path, url: str, token: str | None, ca_pem: byte
 
 
 class ApiServerHandle:
-    """A running API server. ``url``, ``token``, ``kubeconfig_path``; ``stop()`` ends it."""
+    """A running API server. ``url``, ``token``, ``kubeconfig_path``; ``stop()`` ends it.
+
+    ``state.faults`` is its fault injector (``set_faults``/``clear_faults`` are shortcuts); an
+    injected outage takes the ``listener`` down and back up on the same address.
+    """
 
     def __init__(
         self,
-        server: uvicorn.Server,
+        listener: Listener,
         *,
-        thread: threading.Thread,
         state: ServerState,
         url: str,
         token: str | None,
@@ -91,8 +93,7 @@ class ApiServerHandle:
         advertise_url: str | None = None,
         local_kubeconfig_path: str | None = None,
     ):
-        self._server = server
-        self._thread = thread
+        self.listener = listener
         self.state = state
         self.url = url
         self.token = token
@@ -107,20 +108,26 @@ class ApiServerHandle:
 
     @property
     def running(self) -> bool:
-        return self._thread.is_alive()
+        """True until ``stop()``, also while an injected outage has the listener down."""
+        return not self.listener.stopped
+
+    def set_faults(self, spec: FaultSpec | Mapping[str, Any] | str | Path) -> FaultSpec:
+        """Replace the active fault spec (a spec, a mapping, a YAML/JSON path or inline JSON)."""
+        loaded = load_fault_spec(spec)
+        self.state.faults.apply(loaded)
+        return loaded
+
+    def clear_faults(self) -> None:
+        self.state.faults.clear()
 
     def stop(self, timeout: float = 10.0) -> None:
+        # First, so that no timed fault reopens the listener after it is stopped.
+        self.state.faults.shutdown()
         # Open watches would otherwise hold the graceful shutdown until its timeout.
         self.state.store.close_watchers()
         self.state.logs.wake_all()
-        self._server.should_exit = True
-        self._thread.join(0.3)
-        if self._thread.is_alive():
-            # Idle keep-alive TLS connections never finish their close handshake on their own
-            # (the client is not reading); stop waiting for them.
-            self._server.force_exit = True
-            self._thread.join(timeout)
-        if self._temp_dir is not None and not self._thread.is_alive():
+        self.listener.stop(timeout)
+        if self._temp_dir is not None and not self.listener.serving:
             self._temp_dir.cleanup()
             self._temp_dir = None
 
@@ -148,6 +155,7 @@ def start_apiserver(
     watch_queue_size: int = 10_000,
     startup_timeout: float = 15.0,
     advertise_url: str | None = None,
+    faults: FaultSpec | Mapping[str, Any] | str | Path | None = None,
 ) -> ApiServerHandle:
     """Start an API server on a background thread and write its kubeconfig.
 
@@ -169,7 +177,10 @@ def start_apiserver(
         server under another address (``https://kube-sim:6443`` from other containers); its
         host joins the certificate's names. The handle's ``local_kubeconfig_path`` then points
         at a second kubeconfig with the address reachable from this machine.
+    :param faults: a fault spec to apply once the server is up (see ``airflow_gang.sim.faults``):
+        a `FaultSpec`, a mapping, a YAML/JSON file path or inline JSON.
     """
+    fault_spec = load_fault_spec(faults) if faults is not None else None
     advertised_host = _advertised_host(advertise_url, tls) if advertise_url else None
     if auth and token is None:
         token = secrets.token_urlsafe(32)
@@ -185,10 +196,8 @@ def start_apiserver(
         watch_queue_size=watch_queue_size,
         extra_registry=registry,
     )
-    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
-    bound_port = sock.getsockname()[1]
+    listener = Listener(host, port)
+    bound_port = listener.port
     shown_host = f"[{host}]" if ":" in host else host
     url = f"{'https' if tls else 'http'}://{shown_host}:{bound_port}"
     config.server_address = f"{shown_host}:{bound_port}"
@@ -208,9 +217,10 @@ def start_apiserver(
         certfile, keyfile = certificate.write(Path(temp_dir.name))
         ssl_files = {"ssl_certfile": certfile, "ssl_keyfile": keyfile}
         ca_pem = certificate.ca_pem
-    server = uvicorn.Server(
-        uvicorn.Config(
+    try:
+        listener.start(
             app,
+            startup_timeout=startup_timeout,
             log_level="warning",
             access_log=False,
             lifespan="off",
@@ -219,20 +229,11 @@ def start_apiserver(
             timeout_keep_alive=30,
             **ssl_files,
         )
-    )
-    thread = threading.Thread(
-        target=server.run,
-        kwargs={"sockets": [sock]},
-        daemon=True,
-        name=f"airflow-gang-apiserver-{bound_port}",
-    )
-    thread.start()
-    deadline = time.monotonic() + startup_timeout
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            server.should_exit = True
-            raise RuntimeError(f"API server did not start on {url}")
-        time.sleep(0.01)
+    except BaseException:
+        listener.stop()
+        temp_dir.cleanup()
+        raise
+    state.faults.attach_listener(listener)
     if kubeconfig_path is None:
         kubeconfig_path = Path(temp_dir.name) / "kubeconfig"
     written = write_kubeconfig(kubeconfig_path, advertise_url or url, token, ca_pem)
@@ -241,9 +242,8 @@ def start_apiserver(
         local_kubeconfig = write_kubeconfig(
             Path(temp_dir.name) / "local-kubeconfig", _local_url(url, host, bound_port, tls), token, ca_pem
         )
-    return ApiServerHandle(
-        server,
-        thread=thread,
+    handle = ApiServerHandle(
+        listener,
         state=state,
         url=url,
         token=token,
@@ -253,6 +253,9 @@ def start_apiserver(
         advertise_url=advertise_url,
         local_kubeconfig_path=local_kubeconfig,
     )
+    if fault_spec is not None:
+        state.faults.apply(fault_spec)
+    return handle
 
 
 def _advertised_host(advertise_url: str, tls: bool) -> str:

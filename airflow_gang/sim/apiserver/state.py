@@ -1,4 +1,4 @@
-"""What one running API server holds: configuration, registry, store, verbs and pod logs."""
+"""What one running API server holds: configuration, registry, store, verbs, pod logs and faults."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from airflow_gang.sim.apiserver import objects
 from airflow_gang.sim.apiserver.core_kinds import SYSTEM_PRIORITY_CLASSES
+from airflow_gang.sim.apiserver.faults_injector import FaultInjector
 from airflow_gang.sim.apiserver.logs import PodLogs
 from airflow_gang.sim.apiserver.operations import Api
 from airflow_gang.sim.apiserver.registry import Registry
@@ -44,6 +45,7 @@ class ServerState:
         self.store = Store(window=config.event_window, watch_queue_size=config.watch_queue_size)
         self.api = Api(self.registry, self.store)
         self.logs = PodLogs(max_lines=config.max_log_lines)
+        self.faults = FaultInjector(self)
         self.store.add_listener(self._on_event)
         self._seed()
 

@@ -3,7 +3,9 @@
 Controllers speak plain JSON dicts for every kind (built-in or custom) through one code path:
 requests go through ``ApiClient.call_api`` (so kubeconfig auth, TLS and proxies are the official
 client's), responses are read raw so no model round-trip slows a scheduler binding thousands of
-pods. Errors become `ApiError` carrying the server's ``Status``.
+pods. Errors become `ApiError` carrying the server's ``Status``. Every request says who sent it
+with ``User-Agent: sim-controller-manager/<version>`` (`CONTROLLERS_USER_AGENT`), so the API
+server's metrics tell the controllers' load apart and its fault injection spares them by default.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio import config as k8s_config
 
 from airflow_gang.sim.controllers.kinds import PODS, Kind
+from airflow_gang.sim.conventions import CONTROLLERS_USER_AGENT
 
 JsonDict = dict[str, Any]
 MERGE_PATCH = "application/merge-patch+json"
@@ -38,6 +41,7 @@ class KubeClient:
 
     def __init__(self, api_client: k8s.ApiClient) -> None:
         self._api = api_client
+        self._api.user_agent = CONTROLLERS_USER_AGENT
 
     @classmethod
     async def from_kubeconfig(cls, path: str, context: str | None = None) -> KubeClient:

@@ -49,6 +49,7 @@ from airflow_gang.sim.controllers.kinds import PODS, PYTORCHJOBS, object_key
 from airflow_gang.sim.controllers.kubelet_node import NodeAgent
 from airflow_gang.sim.controllers.kubelet_pod import PodRun
 from airflow_gang.sim.controllers.kubelet_status import node_lost_status
+from airflow_gang.sim.controllers.retrying import retry_transient
 
 log = logging.getLogger(__name__)
 
@@ -228,20 +229,18 @@ class Kubelet(NodeAgent):
         if self.pod_of(run) is None:
             return
         body = {"metadata": {"uid": run.uid}, "status": status}
-        for delay in (0.05, 0.2, 0.5, 1.0, 2.0, None):  # a pod's lifecycle has no later round to retry in
-            try:
-                result = await self.client.patch(PODS, run.name, body, run.namespace, subresource="status")
-                break
-            except ApiError as error:
-                if error.status in (404, 409):
-                    return
-                if delay is None or error.status < 500:
-                    raise
-            except (aiohttp.ClientError, OSError, TimeoutError):
-                if delay is None:
-                    raise
-            await asyncio.sleep(delay)
-        self.cache[PODS].observe(result)  # so this kubelet's next look (rendezvous) sees it at once
+        try:
+            # A pod's lifecycle has no later round to retry in: keep trying through an outage.
+            result = await retry_transient(
+                lambda: self.client.patch(PODS, run.name, body, run.namespace, subresource="status"),
+                still_wanted=lambda: self.pod_of(run) is not None,
+            )
+        except ApiError as error:
+            if error.status in (404, 409):
+                return
+            raise
+        if result is not None:
+            self.cache[PODS].observe(result)  # so this kubelet's next look (rendezvous) sees it at once
 
     async def append_log(self, run: PodRun, container: str, lines: list[str]) -> None:
         if not lines or self.pod_of(run) is None:

@@ -4,7 +4,9 @@ A real kubelet creates its Node (or adopts an existing one), then refreshes its 
 ``lastHeartbeatTime`` every ``nodeStatusUpdateFrequency`` (10 s by default); the node
 lifecycle controller adds the ``node.kubernetes.io/not-ready`` taints when the node stops
 being Ready. `NodeAgent.set_ready` simulates that failure (and recovery); the pod side of it
-lives in `kubelet.Kubelet`.
+lives in `kubelet.Kubelet`. The same failure follows the simulator-only `NODE_FAILURE_ANNOTATION`
+on the Node (how the API server's fault injection fails a node): the node fails when it appears
+and recovers when it goes. Only changes of the annotation count, so `set_ready` keeps working.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from airflow_gang.sim.controllers.informer import Cache, deep_get
 from airflow_gang.sim.controllers.kinds import NODES
 from airflow_gang.sim.controllers.kubelet_status import node_conditions, node_object
 from airflow_gang.sim.controllers.runner import Controller
+from airflow_gang.sim.conventions import NODE_FAILURE_ANNOTATION
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +56,8 @@ class NodeAgent(Controller):
         self._conditions: list[JsonDict] = []
         self._last_heartbeat = float("-inf")
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._annotated_failure = False
+        cache[NODES].subscribe(self._follow_failure_annotation)
 
     def set_ready(self, ready: bool) -> None:
         """Simulate node failure (False) or recovery (True). Safe to call from any thread."""
@@ -60,6 +65,16 @@ class NodeAgent(Controller):
         loop = self._loop
         if loop is not None and not loop.is_closed():
             loop.call_soon_threadsafe(self.wakeup.set)
+
+    def _follow_failure_annotation(self) -> None:
+        # Called on every Node change of the cluster: a dict lookup, and a wakeup only for ours.
+        node = self.cache.get(NODES, "", self.node_name)
+        annotations = deep_get(node, "metadata", "annotations", default=None) or {}
+        failed = NODE_FAILURE_ANNOTATION in annotations
+        if failed != self._annotated_failure:
+            self._annotated_failure = failed
+            self.ready = not failed
+            self.wakeup.set()
 
     async def run(self) -> None:
         self._loop = asyncio.get_running_loop()

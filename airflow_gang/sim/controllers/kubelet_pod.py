@@ -38,6 +38,7 @@ from airflow_gang.sim.controllers.process_runtime import (
     master_port,
     port_is_free,
 )
+from airflow_gang.sim.controllers.retrying import retry_transient
 from airflow_gang.sim.controllers.script_runtime import (
     ScriptError,
     fail_attempts,
@@ -225,8 +226,13 @@ class PodRun:
         own = started_event_name(self.name, self.uid, restarts)
         earlier = 0
         if fail_attempts(annotations):
-            listing = await host.client.list_objects(
-                EVENTS, self.namespace, fieldSelector=f"involvedObject.name={self.name}"
+            listing = (
+                await retry_transient(
+                    lambda: host.client.list_objects(
+                        EVENTS, self.namespace, fieldSelector=f"involvedObject.name={self.name}"
+                    )
+                )
+                or {}
             )
             since = parse_time(deep_get(host.job_of(pod) or pod, "metadata", "creationTimestamp"))
             earlier = earlier_starts(listing.get("items", []), own, since)
@@ -255,7 +261,7 @@ class PodRun:
             "count": 1,
         }
         try:
-            await host.client.create(EVENTS, event, self.namespace)
+            await retry_transient(lambda: host.client.create(EVENTS, event, self.namespace))
         except ApiError as error:
             if error.status != 409:
                 raise

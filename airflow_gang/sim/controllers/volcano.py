@@ -16,6 +16,8 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Any, ClassVar
 
+import aiohttp
+
 from airflow_gang.sim.controllers.client import ApiError, JsonDict, KubeClient
 from airflow_gang.sim.controllers.clock import rfc3339, utc_now
 from airflow_gang.sim.controllers.informer import Cache
@@ -66,7 +68,7 @@ class Volcano(Controller):
             started = asyncio.get_running_loop().time()
             try:
                 await self.reconcile()
-            except (ApiError, OSError) as error:
+            except (ApiError, aiohttp.ClientError, OSError) as error:
                 log.debug("volcano session failed: %s", error)
             self.reconciles += 1
             elapsed = asyncio.get_running_loop().time() - started
