@@ -122,12 +122,13 @@ SYNC_TASK_KILL = (
     _HEADER
     + """
 # Waits in the worker; the test SIGKILLs the task process mid-wait. The retry must reattach to
-# the job of try 1, and no other job may ever be created for the task.
+# the job of try 1, and no other job may ever be created for the task. The job runs long enough
+# to be still live when the retry starts (a job finished meanwhile is not adopted).
 with DAG("rs_sync_task_kill", schedule=None, start_date=dt.datetime(2026, 1, 1), catchup=False) as dag:
     PyTorchJobOperator(
         task_id="train", image="ghcr.io/acme/train:1", workers=1, resources={"nvidia.com/gpu": 1},
         deferrable=False, retries=1, retry_delay=dt.timedelta(seconds=1), poll_interval=1,
-        pod_template=work(20),
+        pod_template=work(30),
     )
 """
 )

@@ -22,6 +22,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from kubernetes import client as k8s
@@ -47,6 +48,11 @@ DOWN_SECONDS = 10.0
 # From the deadline until the trigger has deleted the job: it sleeps until the deadline, deletes
 # and confirms (a second or two); more on two busy cores.
 DELETE_SLACK = dt.timedelta(seconds=10)
+# From the deletion until the task has failed on a worker: the scheduler queues the resumed try,
+# a task process starts and raises.
+RESUME_SLACK = dt.timedelta(seconds=30)
+# [triggerer] triggerer_health_check_threshold (30 s) plus a few triggerer loops.
+TAKEOVER = dt.timedelta(seconds=35)
 SYNC_DAG = "rs_sync_task_kill"
 TRIGGER_STARTED = re.compile(r"\(ID \d+\) starting")
 
@@ -136,6 +142,12 @@ def job_of(api: k8s.ApiClient, dag_id: str, task_id: str) -> dict[str, Any] | No
     return jobs[0] if jobs else None
 
 
+def live_job(api: k8s.ApiClient, dag_id: str, task_id: str) -> dict[str, Any]:
+    job = eventually(lambda: job_of(api, dag_id, task_id), timeout=60, message=f"no job for {task_id}")
+    assert job is not None
+    return job
+
+
 def result_of(stack: AirflowStack, dag_id: str, run_id: str, task_id: str) -> dict[str, Any]:
     path = (
         f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/xcomEntries/return_value"
@@ -148,6 +160,10 @@ def result_of(stack: AirflowStack, dag_id: str, run_id: str, task_id: str) -> di
 def trigger_starts(stack: AirflowStack, run_id: str, task_id: str) -> list[str]:
     """The triggerer's "(ID n) starting" lines in the task's log: one per triggerer that ran it."""
     return TRIGGER_STARTED.findall(stack.client.task_log(TRIGGERER_DAG, run_id, task_id, 1))
+
+
+def trigger_started_once(stack: AirflowStack, run_id: str, task_id: str) -> bool:
+    return len(trigger_starts(stack, run_id, task_id)) == 1
 
 
 def utc_now() -> dt.datetime:
@@ -166,14 +182,11 @@ def test_a_triggerer_killed_while_gangs_wait_deferred_is_replaced_and_every_wait
         run_id = client.trigger(TRIGGERER_DAG)
         for task_id in (*FITTING, NEVER_ADMITTED):
             client.wait_for_task_state(TRIGGERER_DAG, run_id, task_id, {"deferred"}, timeout=90)
-        jobs = {
-            task_id: eventually(lambda t=task_id: job_of(api, TRIGGERER_DAG, t), timeout=30, message=task_id)
-            for task_id in (*FITTING, NEVER_ADMITTED)
-        }
+        jobs = {task_id: live_job(api, TRIGGERER_DAG, task_id) for task_id in (*FITTING, NEVER_ADMITTED)}
         for task_id in (*FITTING, NEVER_ADMITTED):
             # Deferred is not enough: the kill must hit triggers running in the triggerer.
             eventually(
-                lambda t=task_id: len(trigger_starts(stack, run_id, t)) == 1,
+                partial(trigger_started_once, stack, run_id, task_id),
                 timeout=30,
                 interval=0.5,
                 message=f"the trigger of {task_id} never started",
@@ -182,7 +195,10 @@ def test_a_triggerer_killed_while_gangs_wait_deferred_is_replaced_and_every_wait
         assert created_at is not None
         deadline = created_at + ADMISSION_TIMEOUT
 
+        # Airflow hands a dead triggerer's triggers over once its heartbeat is 30 s old: that must
+        # come before the deadline, or this test could not tell a kept deadline from a new one.
         killed_at = utc_now()
+        assert killed_at + TAKEOVER < deadline, (killed_at, deadline)
         killed = stack.kill("triggerer", signal.SIGKILL)
         # The triggerer and its trigger runner at least (the log server too).
         assert len(killed) >= 2, killed
@@ -191,9 +207,6 @@ def test_a_triggerer_killed_while_gangs_wait_deferred_is_replaced_and_every_wait
         stack.start_component("triggerer")
         restarted_at = utc_now()
 
-        # Airflow hands a dead triggerer's triggers over once its heartbeat is 30 s old: that must
-        # come before the deadline, or this test could not tell a kept deadline from a new one.
-        assert killed_at + dt.timedelta(seconds=35) < deadline, (killed_at, deadline)
         eventually(
             lambda: job_of(api, TRIGGERER_DAG, NEVER_ADMITTED) is None,
             timeout=(deadline - utc_now()).total_seconds() + 60,
@@ -202,12 +215,13 @@ def test_a_triggerer_killed_while_gangs_wait_deferred_is_replaced_and_every_wait
         )
         deleted_at = utc_now()
         state = client.wait_for_run(TRIGGERER_DAG, run_id, timeout=90)
+    tis = {ti["task_id"]: ti for ti in client.task_instances(TRIGGERER_DAG, run_id)}
     print(
         f"killed {killed_at:%T} down {DOWN_SECONDS:.0f}s, new triggerer healthy {restarted_at:%T}; "
-        f"deadline {deadline:%T}, job deleted {deleted_at:%T}; test took {time.monotonic() - began:.0f}s"
+        f"deadline {deadline:%T}, job deleted {deleted_at:%T}, task ended {tis[NEVER_ADMITTED]['end_date']}; "
+        f"test took {time.monotonic() - began:.0f}s"
     )
 
-    tis = {ti["task_id"]: ti for ti in client.task_instances(TRIGGERER_DAG, run_id)}
     summary = {task_id: (ti["state"], ti["try_number"]) for task_id, ti in tis.items()}
     assert summary == {
         "fits_0": ("success", 1),
@@ -228,7 +242,7 @@ def test_a_triggerer_killed_while_gangs_wait_deferred_is_replaced_and_every_wait
     assert deadline <= deleted_at <= deadline + DELETE_SLACK, (deadline, deleted_at)
     ended = parse_time(tis[NEVER_ADMITTED]["end_date"])
     assert ended is not None
-    assert ended >= deadline
+    assert deadline <= ended <= deleted_at + RESUME_SLACK, (deadline, ended)
     log = client.task_log(TRIGGERER_DAG, run_id, NEVER_ADMITTED, 1)
     assert "GangAdmissionTimeout" in log, log[-3000:]
     for task_id in (*FITTING, NEVER_ADMITTED):
@@ -245,7 +259,7 @@ def test_a_sync_task_killed_mid_wait_is_retried_on_the_same_job(
     with created_jobs(api, SYNC_DAG) as created:
         run_id = client.trigger(SYNC_DAG)
         running = client.wait_for_task_state(SYNC_DAG, run_id, "train", {"running"}, timeout=90)
-        job = eventually(lambda: job_of(api, SYNC_DAG, "train"), timeout=60, message="no job")
+        job = live_job(api, SYNC_DAG, "train")
         # Mid-wait: the gang is admitted and training when the task process dies.
         eventually(
             lambda: (
@@ -255,6 +269,7 @@ def test_a_sync_task_killed_mid_wait_is_retried_on_the_same_job(
             message="the job never started",
         )
         pid = eventually(lambda: pid_of_task(running["id"]), timeout=30, message="no task process")
+        assert pid is not None
         os.kill(pid, signal.SIGKILL)  # an OOM kill: no on_kill, no code of ours runs
         state = client.wait_for_run(SYNC_DAG, run_id, timeout=120)
     print(f"test took {time.monotonic() - began:.0f}s")
