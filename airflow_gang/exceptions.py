@@ -102,3 +102,24 @@ class GangPermissionError(GangApiError):
 
 class GangCRDNotInstalled(GangApiError):
     """The PyTorchJob (or PodGroup/Queue) API is not served by the cluster."""
+
+
+class GangApiUnavailable(GangApiError):
+    """The Kubernetes API could not be reached for longer than ``api_unavailable_timeout``.
+
+    Nothing was deleted: the job may be training fine behind the outage. The next try finds it by
+    its labels and waits on; with ``retries=0`` the scheduler's orphan reaper deletes it.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        unavailable_seconds: float,
+        last_error: str,
+        name: str | None = None,
+        namespace: str | None = None,
+    ) -> None:
+        super().__init__(message, status=None, name=name, namespace=namespace)
+        self.unavailable_seconds = unavailable_seconds
+        self.last_error = last_error

@@ -75,6 +75,19 @@ def get_provider_info() -> dict[str, Any]:
                         "example": "1800",
                         "default": "1800",
                     },
+                    "kubeconfig_to_triggerer": {
+                        "description": (
+                            "Ship the kubeconfig file's content and the connection's extras from the "
+                            "worker to the triggerer inside the trigger's kwargs. Off by default: the "
+                            "triggerer looks the connection up itself and the trigger table holds no "
+                            "credentials. Turn on only when the connection's kube_config_path exists on "
+                            "workers but not on the triggerer."
+                        ),
+                        "version_added": "0.2.0",
+                        "type": "boolean",
+                        "example": "False",
+                        "default": "False",
+                    },
                     "resume_hold_seconds": {
                         "description": (
                             "Earliest a deferred gang wait may resume its task, in seconds after the "

@@ -135,11 +135,11 @@ def reap(candidate: Candidate) -> bool:
     caller tries again later.
     """
     from airflow_gang.hooks.gang import GangJobHook
-    from airflow_gang.operators import lifecycle
+    from airflow_gang.operators import cleanup, submission
 
     hook = GangJobHook(conn_id=candidate.conn_id)
     job = hook.get_pytorchjob(candidate.name, candidate.namespace)
-    if job is None or job["metadata"].get("uid") != candidate.uid or not lifecycle.is_live(job):
+    if job is None or job["metadata"].get("uid") != candidate.uid or not submission.is_live(job):
         return False
     log.warning(
         "deleting orphaned PyTorchJob %s/%s (uid %s) and its PodGroup: its task instance %s ended and "
@@ -149,7 +149,9 @@ def reap(candidate: Candidate) -> bool:
         candidate.uid,
         candidate.describe(),
     )
-    lifecycle.delete_and_confirm(hook, candidate.name, candidate.namespace, candidate.uid, timeout=30.0)
+    cleanup.delete_gang(
+        hook, candidate.name, candidate.namespace, candidate.uid, timeout=30.0, reason="orphaned", logger=log
+    )
     return True
 
 

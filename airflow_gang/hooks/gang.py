@@ -15,18 +15,20 @@ connection cannot hang a worker; only the follow-mode log stream has no read tim
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
 import yaml
 from airflow.providers.cncf.kubernetes.hooks.kubernetes import KubernetesHook
+from kubernetes import watch
 
 from airflow_gang.exceptions import GangApiError
 from airflow_gang.hooks.errors import PYTORCHJOB_API, VOLCANO_API, ApiRequest, evaluate_discovery
-from airflow_gang.hooks.gang_async import AsyncGangJobHook
+from airflow_gang.hooks.gang_async import WATCH_TIMEOUT_SLACK, AsyncGangJobHook
 from airflow_gang.hooks.kinds import (
     EVENTS,
     KINDS_BY_NAME,
@@ -61,6 +63,20 @@ class GangJobHook(JobPodsMixin, KubernetesHook):
     retry_policy: RetryPolicy = RetryPolicy()
 
     # -- plumbing ------------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def retries(self, policy: RetryPolicy) -> Iterator[GangJobHook]:
+        """Use ``policy`` for this hook's calls inside the block (the waits use `WAIT_RETRY_POLICY`)."""
+        had_own = "retry_policy" in vars(self)
+        previous = self.retry_policy
+        self.retry_policy = policy
+        try:
+            yield self
+        finally:
+            if had_own:
+                self.retry_policy = previous
+            else:
+                del self.retry_policy
 
     def _call(self, request: ApiRequest, call: Callable[[], T]) -> T:
         return call_with_retries(call, request, self.retry_policy, self.log)
@@ -349,50 +365,107 @@ class GangJobHook(JobPodsMixin, KubernetesHook):
         return listed
 
     def wait_deleted(self, kind: DeletableKind, name: str, namespace: str, timeout: float) -> bool:
-        """Poll until the object is gone (Foreground deletes take a while); False on timeout.
+        """Wait until the object is gone (Foreground deletes take a while); False on timeout.
 
         :param kind: ``pytorchjob`` or ``podgroup``.
         :param name: object name.
         :param namespace: its namespace.
         :param timeout: seconds to wait at most.
         """
+        return self.wait_gone(kind, name, namespace, timeout=timeout)
+
+    def wait_gone(
+        self, kind: DeletableKind, name: str, namespace: str, *, timeout: float, uid: str | None = None
+    ) -> bool:
+        """Wait until the object (the one of ``uid``, if given) is gone; False after ``timeout`` s.
+
+        Confirmed by a watch of that one object from its current resourceVersion, so a Foreground
+        delete costs a GET and one open stream, not a poll loop. If the watch cannot be opened
+        or breaks, the object is polled every second instead.
+
+        :param kind: ``pytorchjob`` or ``podgroup``.
+        :param name: object name.
+        :param namespace: its namespace.
+        :param timeout: seconds to wait at most.
+        :param uid: only this object counts: a new one under the same name is not waited for.
+        """
         info = KINDS_BY_NAME[kind]
         deadline = time.monotonic() + timeout
-        interval = 0.1
         while True:
-            if self._get(info, name, namespace) is None:
+            found = self._get(info, name, namespace)
+            if found is None or (uid is not None and found["metadata"].get("uid") != uid):
                 return True
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return False
-            time.sleep(min(interval, remaining))
-            interval = min(interval * 2, 1.0)
+            try:
+                if self._watch_until_deleted(info, name, namespace, found["metadata"], remaining):
+                    return True
+            except Exception as error:  # any broken watch: fall back to a slow poll
+                self.log.debug("watch of %s %s/%s failed (%s); polling", info.kind, namespace, name, error)
+                time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
+
+    def _watch_until_deleted(
+        self, kind: Kind, name: str, namespace: str, metadata: JsonDict, seconds: float
+    ) -> bool:
+        stream = watch.Watch().stream(
+            self.custom_object_client.list_namespaced_custom_object,
+            kind.group,
+            kind.version,
+            namespace,
+            kind.plural,
+            field_selector=f"metadata.name={name}",
+            resource_version=metadata.get("resourceVersion"),
+            timeout_seconds=max(1, int(seconds)),
+            _request_timeout=max(1.0, seconds) + WATCH_TIMEOUT_SLACK,
+        )
+        for event in stream:
+            if event.get("type") == "ERROR":
+                raise GangApiError(f"watch of {kind.kind} {namespace}/{name} failed: {event.get('object')}")
+            uid = ((event.get("object") or {}).get("metadata") or {}).get("uid")
+            if event.get("type") == "DELETED" and uid == metadata.get("uid"):
+                return True
+        return False
 
     # -- handing over to the triggerer ---------------------------------------------------------
 
     def async_hook_kwargs(self) -> JsonDict:
-        """JSON-safe kwargs for `AsyncGangJobHook` on the triggerer, resolved here on the worker.
+        """JSON-safe kwargs for `AsyncGangJobHook` in the triggerer: what to look up, never credentials.
 
-        The connection's extras travel along, so the triggerer needs no connection lookup; a
-        kubeconfig *path* becomes its content (``config_dict``), since the triggerer may run on
-        another machine. Certificates referenced by relative file paths in that kubeconfig do
-        not travel: use ``*-data`` fields in such kubeconfigs.
+        They are stored in Airflow's trigger table, so by default they name the connection (the
+        triggerer looks it up through its supervisor) plus this hook's non-secret overrides
+        (``config_file`` path, ``cluster_context``, ``in_cluster``). A ``config_dict`` given to
+        this hook has no connection to name and travels as is.
+
+        ``[gang] kubeconfig_to_triggerer = True`` is for deployments whose kubeconfig *file*
+        exists on the workers alone: the file's content and the connection's extras then travel
+        in the kwargs (Airflow encrypts trigger kwargs with its Fernet key, but they are
+        credentials in the database all the same). Certificates referenced by relative paths in
+        such a kubeconfig do not travel: use ``*-data`` fields.
         """
+        from airflow.configuration import conf
+
+        kwargs: JsonDict = {"conn_id": self.conn_id}
+        for key, value in (
+            ("config_file", self.config_file),
+            ("cluster_context", self.cluster_context),
+            ("in_cluster", self.in_cluster),
+            ("config_dict", self.config_dict),
+        ):
+            if value is not None:
+                kwargs[key] = value
+        if not conf.getboolean("gang", "kubeconfig_to_triggerer", fallback=False):
+            return kwargs
         extras: JsonDict = dict(self.conn_extras)
-        config_dict = self.config_dict
         path = (
             self.config_file
             or extras.get("kube_config_path")
             or extras.get("extra__kubernetes__kube_config_path")
         )
         if path:
-            config_dict = yaml.safe_load(Path(path).expanduser().read_text(encoding="utf-8"))
+            kwargs["config_dict"] = yaml.safe_load(Path(path).expanduser().read_text(encoding="utf-8"))
+            kwargs.pop("config_file", None)
             for key in ("kube_config_path", "extra__kubernetes__kube_config_path"):
                 extras.pop(key, None)
-        return {
-            "conn_id": self.conn_id,
-            "connection_extras": extras,
-            "config_dict": config_dict,
-            "in_cluster": self.in_cluster,
-            "cluster_context": self.cluster_context,
-        }
+        kwargs["connection_extras"] = extras
+        return kwargs

@@ -14,6 +14,7 @@ and closed by `AsyncGangJobHook.close` (see `airflow_gang.hooks.client_pool`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Any, TypeVar, cast
@@ -42,6 +43,7 @@ from airflow_gang.hooks.kinds import (
     PODS,
     PYTORCHJOBS,
     QUEUES,
+    DeletableKind,
     Kind,
     WatchKind,
 )
@@ -268,6 +270,48 @@ class AsyncGangJobHook(AsyncKubernetesHook):
             )
 
         return await self._call(ApiRequest("get", POD_LOG_RESOURCE, pod, namespace), read)
+
+    async def wait_gone(
+        self, kind: DeletableKind, name: str, namespace: str, *, timeout: float, uid: str | None = None
+    ) -> bool:
+        """Wait until the object (the one of ``uid``, if given) is gone; False after ``timeout`` s.
+
+        The asynchronous twin of `GangJobHook.wait_gone`: a GET, then a watch of that one object
+        from its resourceVersion; a one-second poll only while the watch fails.
+
+        :param kind: ``pytorchjob`` or ``podgroup``.
+        :param name: object name.
+        :param namespace: its namespace.
+        :param timeout: seconds to wait at most.
+        :param uid: only this object counts: a new one under the same name is not waited for.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        info = KINDS_BY_NAME[kind]
+        while True:
+            found = await self._get(info, name, namespace)
+            if found is None or (uid is not None and found["metadata"].get("uid") != uid):
+                return True
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return False
+            try:
+                async with contextlib.aclosing(
+                    self.watch(
+                        kind,
+                        namespace,
+                        resource_version=found["metadata"].get("resourceVersion"),
+                        field_selector=f"metadata.name={name}",
+                        timeout_seconds=max(1, int(remaining)),
+                    )
+                ) as events:
+                    async for event in events:
+                        gone_uid = (event["object"].get("metadata") or {}).get("uid")
+                        if event["type"] == "DELETED" and gone_uid == found["metadata"].get("uid"):
+                            return True
+            except GangApiError as error:  # a broken or refused watch: poll slowly instead
+                self.log.debug("watch of %s %s/%s failed (%s); polling", info.kind, namespace, name, error)
+                await asyncio.sleep(min(1.0, max(0.0, deadline - loop.time())))
 
     async def list_with_version(
         self,

@@ -40,6 +40,8 @@ class RetryLog(Protocol):
 
     def warning(self, msg: Any, /, *args: Any) -> Any: ...
 
+    def debug(self, msg: Any, /, *args: Any) -> Any: ...
+
 
 # Seconds for one request, connect to last byte: generous for a loaded API server, finite so a
 # dead connection surfaces as a retryable error instead of a stuck worker or triggerer.
@@ -72,6 +74,9 @@ class RetryPolicy:
     attempts: int = 5
     initial_delay: float = 0.5
     max_delay: float = 8.0
+    # Log each retry at DEBUG instead of WARNING: for callers that report outages themselves
+    # (the waits: once per episode, `airflow_gang.outage`), not a line per retry.
+    quiet: bool = False
 
     def delay(self, attempt: int, error: BaseException) -> float:
         """Seconds to wait after failed attempt number ``attempt`` (1-based)."""
@@ -82,6 +87,11 @@ class RetryPolicy:
         # Equal jitter: thousands of mapped tasks hitting one overloaded API server must not
         # come back in lockstep.
         return base / 2 + random.uniform(0, base / 2)
+
+
+# Waits ride out longer outages themselves (`airflow_gang.outage`, one WARNING per episode):
+# each look gets a few quick retries logged at DEBUG.
+WAIT_RETRY_POLICY = RetryPolicy(attempts=3, initial_delay=0.5, max_delay=2.0, quiet=True)
 
 
 def _retry_after(error: BaseException) -> float | None:
@@ -135,7 +145,8 @@ def _log_retry(
     attempt: int,
     policy: RetryPolicy,
 ) -> None:
-    log.warning(
+    emit = log.debug if policy.quiet else log.warning
+    emit(
         "kubernetes API %s %s failed (%s); retrying in %.1fs (attempt %d of %d)",
         request.verb,
         request.target(),
@@ -152,7 +163,8 @@ def call_with_retries(call: Callable[[], T], request: ApiRequest, policy: RetryP
     :param call: makes the request; called again on each attempt.
     :param request: what the call does, for errors and logs.
     :param policy: attempts and backoff.
-    :param log: where retries are logged (WARNING: each one means the cluster is struggling).
+    :param log: where retries are logged (WARNING: each one means the cluster is struggling;
+        DEBUG with a ``quiet`` policy).
     """
     attempt = 0
     while True:

@@ -1,34 +1,23 @@
-"""Submit, adopt, diagnose and clean up one gang job through `GangJobHook` (used by the operator).
+"""Reading and judging one gang job through `GangJobHook`: queue checks, a look, failures, the result.
 
 Kept apart from the operator class so each step reads on its own: the operator orchestrates,
-these functions do one cluster conversation each and never leave a half-made job behind.
+these functions do one cluster conversation each. Taking over and submitting live in
+`submission`, deleting in `cleanup`.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import logging
-import time
-from collections.abc import Callable
 from typing import Any
 
 from airflow_gang.exceptions import GangApiError, GangSpecError, PyTorchJobFailed
 from airflow_gang.gang_state import GangSnapshot, failing_replica, last_true_condition
 from airflow_gang.hooks.gang import GangJobHook
-from airflow_gang.naming import MANAGED_BY_LABEL, MANAGED_BY_VALUE, identity_selector
 from airflow_gang.timeline import parse_time
 
 JsonDict = dict[str, Any]
 log = logging.getLogger(__name__)
-
-
-def is_ours(obj: JsonDict, identity: dict[str, str]) -> bool:
-    """Whether an existing object carries this task instance's identity labels (any try)."""
-    labels = obj.get("metadata", {}).get("labels") or {}
-    keys = [key for key in identity if not key.endswith("/try-number")]
-    return labels.get(MANAGED_BY_LABEL) == MANAGED_BY_VALUE and all(
-        labels.get(k) == identity[k] for k in keys
-    )
 
 
 def check_queue(hook: GangJobHook, queue: str) -> None:
@@ -62,117 +51,6 @@ def observe(
     podgroup = hook.get_podgroup(name, namespace) if gang_scheduling != "disabled" else None
     pods = hook.list_job_pods(name, namespace) if job is not None else []
     return GangSnapshot.of(job, podgroup, pods, gang_scheduling)
-
-
-def is_live(job: JsonDict) -> bool:
-    """A job worth adopting: not finished (no true Succeeded/Failed) and not being deleted."""
-    condition = last_true_condition(job) or {}
-    return condition.get("type") not in ("Succeeded", "Failed") and not job["metadata"].get(
-        "deletionTimestamp"
-    )
-
-
-def find_live_job(hook: GangJobHook, namespace: str, identity: dict[str, str]) -> JsonDict | None:
-    """A not-yet-finished job of this task instance from an earlier try, found by its labels."""
-    jobs = [job for job in hook.find_pytorchjobs(namespace, identity_selector(identity)) if is_live(job)]
-    if len(jobs) > 1:
-        names = ", ".join(sorted(job["metadata"]["name"] for job in jobs))
-        raise GangApiError(
-            f"found {len(jobs)} live PyTorchJobs of this task instance ({names}); delete the stale ones",
-            namespace=namespace,
-        )
-    return jobs[0] if jobs else None
-
-
-def submit(
-    hook: GangJobHook, job: JsonDict, podgroup: JsonDict | None, namespace: str, identity: dict[str, str]
-) -> tuple[JsonDict, bool]:
-    """Create PodGroup then PyTorchJob, then make the job own the PodGroup.
-
-    Returns the job and whether it already existed (adopted after a 409). Anything created here
-    is deleted again if a later step fails, so a failed submission leaves nothing behind.
-    """
-    name = job["metadata"]["name"]
-    created_podgroup = False
-    try:
-        if podgroup is not None:
-            _, created_podgroup = _create_or_adopt(
-                "PodGroup",
-                "podgroups.scheduling.volcano.sh",
-                create=hook.create_podgroup,
-                get=hook.get_podgroup,
-                body=podgroup,
-                namespace=namespace,
-                identity=identity,
-            )
-        created, submitted = _create_or_adopt(
-            "PyTorchJob",
-            "pytorchjobs.kubeflow.org",
-            create=hook.create_pytorchjob,
-            get=hook.get_pytorchjob,
-            body=job,
-            namespace=namespace,
-            identity=identity,
-        )
-        if podgroup is not None:
-            hook.set_podgroup_owner(name, namespace, created)
-        return created, not submitted
-    except BaseException:
-        if created_podgroup:
-            hook.delete_podgroup(name, namespace)
-        raise
-
-
-def _create_or_adopt(
-    kind: str,
-    resource: str,
-    *,
-    create: Callable[[JsonDict, str], JsonDict],
-    get: Callable[[str, str], JsonDict | None],
-    body: JsonDict,
-    namespace: str,
-    identity: dict[str, str],
-) -> tuple[JsonDict, bool]:
-    """Create ``body``; on 409 adopt the existing object if it carries our identity labels.
-
-    Returns the object and whether this call created it.
-    """
-    name = body["metadata"]["name"]
-    try:
-        return create(body, namespace), True
-    except GangApiError as error:
-        if error.status != 409:
-            raise
-        existing = get(name, namespace)
-        if existing is None or not is_ours(existing, identity):
-            raise GangApiError(
-                f"{kind} {namespace}/{name} already exists and was not created by this task; pass another "
-                "job_name or delete it",
-                status=409,
-                verb="create",
-                resource=resource,
-                name=name,
-                namespace=namespace,
-            ) from error
-        return existing, False
-
-
-def delete_and_confirm(
-    hook: GangJobHook, name: str, namespace: str, uid: str | None, timeout: float = 60.0
-) -> None:
-    """Delete the job (foreground) and its PodGroup, and wait until they and their pods are gone."""
-    hook.delete_pytorchjob(name, namespace, propagation="Foreground", uid=uid)
-    hook.delete_podgroup(name, namespace)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if (
-            hook.get_pytorchjob(name, namespace) is None
-            and hook.get_podgroup(name, namespace) is None
-            and not hook.list_job_pods(name, namespace)
-        ):
-            return
-        time.sleep(0.2)
-    log.warning("PyTorchJob %s/%s was not fully deleted after %.0fs", namespace, name, timeout)
 
 
 def log_tail(hook: GangJobHook, pod: str, namespace: str, lines: int) -> str:

@@ -23,6 +23,9 @@ class LogFollower:
         self._namespace = namespace
         self._logger = logger
         self.lines = 0
+        # True once the server ended the stream (the container terminated): the whole log is in
+        # the task log. False after a broken stream (an API outage): print the tail at the end.
+        self.complete = False
         self._thread = threading.Thread(target=self._follow, name=f"gang-log-{pod}", daemon=True)
 
     def start(self) -> LogFollower:
@@ -34,6 +37,7 @@ class LogFollower:
             for line in self._hook.stream_pod_log(self._pod, self._namespace):
                 self.lines += 1
                 self._logger.info("[%s] %s", self._pod, line)
+            self.complete = True
         except GangError as error:  # a broken stream must never fail the task
             self._logger.warning("log stream of %s/%s ended early: %s", self._namespace, self._pod, error)
 

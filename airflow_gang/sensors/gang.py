@@ -16,12 +16,14 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow.configuration import conf
 from airflow.sdk import BaseSensorOperator
+from airflow.sdk.exceptions import AirflowSensorTimeout
 
 from airflow_gang import links
-from airflow_gang.exceptions import GangAdmissionTimeout, GangError, GangJobLost
+from airflow_gang.exceptions import GangAdmissionTimeout, GangApiError, GangApiUnavailable, GangJobLost
 from airflow_gang.gang_state import GangPhase, GangStatus
 from airflow_gang.hooks.gang import GangJobHook
-from airflow_gang.operators import lifecycle
+from airflow_gang.operators import cleanup, lifecycle
+from airflow_gang.outage import DEFAULT_API_UNAVAILABLE_TIMEOUT, Outage, ride_out, unavailable_timeout_seconds
 from airflow_gang.timeline import parse_time
 from airflow_gang.triggers.gang import GangJobTrigger
 
@@ -50,6 +52,7 @@ class _GangJobSensor(BaseSensorOperator):
         admission_timeout: dt.timedelta | float | None = None,
         log_tail_lines: int = 100,
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
+        api_unavailable_timeout: dt.timedelta | float | None = DEFAULT_API_UNAVAILABLE_TIMEOUT,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -60,6 +63,7 @@ class _GangJobSensor(BaseSensorOperator):
         self.admission_timeout = admission_timeout
         self.log_tail_lines = log_tail_lines
         self.deferrable = deferrable
+        self.api_unavailable_timeout = api_unavailable_timeout
 
     @cached_property
     def hook(self) -> GangJobHook:
@@ -68,9 +72,18 @@ class _GangJobSensor(BaseSensorOperator):
     def _namespace(self) -> str:
         return self.namespace or self.hook.get_namespace() or "default"
 
+    @cached_property
+    def _outage(self) -> Outage:
+        timeout = unavailable_timeout_seconds(self.api_unavailable_timeout)
+        return Outage(f"PyTorchJob {self.job_name}", timeout=timeout)
+
     def _status(self) -> tuple[GangStatus, dict[str, Any] | None]:
         namespace = self._namespace()
-        seen = lifecycle.observe(self.hook, self.job_name, namespace, self.gang_scheduling)
+        seen = ride_out(
+            lambda: lifecycle.observe(self.hook, self.job_name, namespace, self.gang_scheduling),
+            self._outage,
+            self.log,
+        )
         status, job = seen.status, seen.job
         self.log.info("gang job %s/%s: %s", namespace, self.job_name, status.describe())
         return status, job
@@ -115,9 +128,10 @@ class _GangJobSensor(BaseSensorOperator):
             )
         deadline = self._admission_deadline(job)
         if deadline is not None and not status.admitted and dt.datetime.now(dt.UTC) >= deadline:
-            self.log.warning("gang not admitted in time: deleting PyTorchJob %s/%s", namespace, self.job_name)
             uid = (job or {}).get("metadata", {}).get("uid")
-            lifecycle.delete_and_confirm(self.hook, self.job_name, namespace, uid)
+            cleanup.delete_gang(
+                self.hook, self.job_name, namespace, uid, reason="gang not admitted in time", logger=self.log
+            )
             raise self._timed_out(namespace, status, status.describe())
         return self._done(status)
 
@@ -149,6 +163,7 @@ class _GangJobSensor(BaseSensorOperator):
             hook_kwargs=self.hook.async_hook_kwargs(),
             delete_on_kill=False,
             not_before=lifecycle.resume_not_before(),
+            api_unavailable_timeout=unavailable_timeout_seconds(self.api_unavailable_timeout),
         )
         self.defer(trigger=trigger, method_name="execute_complete")
 
@@ -168,11 +183,15 @@ class _GangJobSensor(BaseSensorOperator):
                 namespace=event.get("namespace"),
                 waited_seconds=self._admission_timeout_seconds(),
             )
-        raise GangError(
-            f"waiting for PyTorchJob {event.get('namespace')}/{self.job_name} failed: {event.get('message')}",
-            name=self.job_name,
-            namespace=event.get("namespace"),
-        )
+        message = f"waiting for PyTorchJob {event.get('namespace')}/{self.job_name}: {event.get('message')}"
+        if status == "api_unavailable":
+            raise GangApiUnavailable(
+                message, unavailable_seconds=0.0, last_error=str(event.get("message")), name=self.job_name
+            )
+        if event.get("reason") == "execution_timeout":
+            # The sensor's own ``timeout``, as in poke mode: soft_fail then skips the task.
+            raise AirflowSensorTimeout(f"sensor timeout of {self.timeout}s reached: {message}")
+        raise GangApiError(message, name=self.job_name, namespace=event.get("namespace"))
 
 
 class GangAdmissionSensor(_GangJobSensor):
@@ -183,6 +202,11 @@ class GangAdmissionSensor(_GangJobSensor):
     :param gang_scheduling: how the job was submitted (``disabled`` counts bound replicas).
     :param admission_timeout: seconds (or timedelta) from the job's creation; a job still queued
         then is deleted and `GangAdmissionTimeout` raised. Default None: wait for the queue.
+    :param api_unavailable_timeout: as for `PyTorchJobOperator`: one API outage longer than this
+        fails the sensor with `GangApiUnavailable`; nothing is deleted.
+
+    The sensor's ``timeout`` raises `AirflowSensorTimeout` in every mode, deferrable included,
+    so ``soft_fail`` works.
     """
 
     wait_for: ClassVar[str] = "admission"
@@ -199,6 +223,7 @@ class PyTorchJobSensor(_GangJobSensor):
     :param gang_scheduling: how the job was submitted (``disabled`` counts bound replicas).
     :param admission_timeout: as for `GangAdmissionSensor`: a job not admitted this long after
         its creation is deleted and `GangAdmissionTimeout` raised.
+    :param api_unavailable_timeout: as for `GangAdmissionSensor`.
     """
 
     FAILURE_STATES: ClassVar[tuple[GangPhase, ...]] = (GangPhase.FAILED,)

@@ -1,16 +1,26 @@
 """`GangJobTrigger`: waits asynchronously for a gang's admission, then (optionally) its completion.
 
-It follows the job, its PodGroup and its pods with list + watch (re-listing after ``410 Gone``,
-falling back to polling every ``poll_interval`` when a watch fails), re-evaluates
-`airflow_gang.gang_state.gang_status` on every change, and yields exactly one event:
+It follows the job, its PodGroup and its pods with list + watch (`change_feed.ChangeFeed`:
+re-listing after ``410 Gone``), re-evaluates `airflow_gang.gang_state.gang_status` on every
+change, and yields exactly one event:
 
-``{status: admitted|succeeded|failed|admission_timeout|lost|error, name, namespace, uid, phase,
-message, timeline, ...}``.
+``{status: admitted|succeeded|failed|admission_timeout|lost|api_unavailable|error, reason, name,
+namespace, uid, phase, message, timeline, ...}``.
 
-Deadlines travel as absolute UTC times, so a triggerer restart does not reset the clock. On an
-admission timeout the trigger deletes the job and its PodGroup and confirms they are gone before
-it reports, so a retry starts clean. ``on_kill`` (Airflow 3.3: the user marked the task failed or
-success, or cleared it) deletes the job and PodGroup too.
+While the watches work, the objects are read again only on a change (and every
+`RESYNC_SECONDS` as a safety net); while one fails, every ``poll_interval``. An API that cannot be
+reached is ridden out (`airflow_gang.outage`): one WARNING per episode, and after
+``api_unavailable_timeout`` an ``api_unavailable`` event, with nothing deleted. Deadlines travel
+as absolute UTC times, so a triggerer restart does not reset the clock; after an outage the
+decision comes from what the objects say (a gang admitted meanwhile counts as admitted, at its
+PodGroup's condition time). On an admission timeout the trigger deletes the job and its PodGroup
+and confirms by a watch that they are gone before it reports, so a retry starts clean. ``on_kill``
+(Airflow 3.3: the user marked the task failed or success, or cleared it) deletes them too.
+
+The trigger's kwargs (stored in Airflow's trigger table) carry the connection id, never the
+credentials: the triggerer looks the connection up itself (its supervisor serves connections).
+Only ``[gang] kubeconfig_to_triggerer = True`` ships a kubeconfig's content, for deployments whose
+kubeconfig file exists on workers alone.
 
 One deferral covers the whole wait of a try: phase changes go to the task log from here (the
 trigger's log is the try's log), never back to a worker. The event is held until ``not_before``
@@ -34,15 +44,20 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_gang.exceptions import GangApiError
 from airflow_gang.gang_state import GangPhase, GangSnapshot
+from airflow_gang.outage import DEFAULT_API_UNAVAILABLE_TIMEOUT, Outage, is_outage
 from airflow_gang.timeline import finished_at
+from airflow_gang.triggers.change_feed import ChangeFeed
+from airflow_gang.triggers.deletion import delete_gang
 
 if TYPE_CHECKING:
     from airflow_gang.hooks.gang_async import AsyncGangJobHook
 
 JsonDict = dict[str, Any]
 WaitFor = Literal["admission", "completion", "both"]
-_WATCH_SECONDS = 60
 _DELETE_CONFIRM_SECONDS = 60.0
+# While every watch works, the objects are read again this often anyway (an informer's resync):
+# a safety net, not the way changes arrive.
+RESYNC_SECONDS = 300.0
 
 
 def utc_now() -> dt.datetime:
@@ -73,9 +88,12 @@ class GangJobTrigger(BaseTrigger):
     :param admitted_at: ISO UTC admission time if already known (``completion`` waits).
     :param poll_interval: seconds between re-checks when no watch event arrives.
     :param kubernetes_conn_id: Airflow connection (cncf ``kubernetes`` type).
-    :param hook_kwargs: `AsyncGangJobHook` keyword arguments resolved on the worker
-        (``GangJobHook.async_hook_kwargs()``: the connection's extras and kubeconfig content), so
-        the triggerer needs neither the metadata database nor the worker's files.
+    :param hook_kwargs: `AsyncGangJobHook` keyword arguments from the worker
+        (``GangJobHook.async_hook_kwargs()``): the connection id and non-secret overrides. The
+        connection itself is looked up here, in the triggerer. Triggers serialized by 0.2 and
+        deployments with ``[gang] kubeconfig_to_triggerer`` carry extras and content instead.
+    :param api_unavailable_timeout: seconds one API outage may last before ``api_unavailable``
+        is reported (nothing is deleted); None rides out any outage.
     :param delete_on_kill: delete job and PodGroup when the user kills the deferred task.
     :param not_before: ISO UTC time before which no event is fired (the deferral moment plus
         ``[gang] resume_hold_seconds``; see the module docstring for the Airflow race it avoids).
@@ -101,6 +119,7 @@ class GangJobTrigger(BaseTrigger):
         hook_kwargs: dict[str, Any] | None = None,
         delete_on_kill: bool = True,
         not_before: str | None = None,
+        api_unavailable_timeout: float | None = DEFAULT_API_UNAVAILABLE_TIMEOUT,
         report_phase_changes: bool = False,
         reported_phase: str | None = None,
     ) -> None:
@@ -119,6 +138,7 @@ class GangJobTrigger(BaseTrigger):
         self.hook_kwargs = hook_kwargs
         self.delete_on_kill = delete_on_kill
         self.not_before = not_before
+        self.api_unavailable_timeout = api_unavailable_timeout
         del report_phase_changes, reported_phase  # see the docstring
         self._event_sent = False
 
@@ -140,6 +160,7 @@ class GangJobTrigger(BaseTrigger):
                 "hook_kwargs": self.hook_kwargs,
                 "delete_on_kill": self.delete_on_kill,
                 "not_before": self.not_before,
+                "api_unavailable_timeout": self.api_unavailable_timeout,
             },
         )
 
@@ -151,39 +172,29 @@ class GangJobTrigger(BaseTrigger):
         (the "async thread was blocked" warning). So this module imports no client at its top.
         """
         module = await asyncio.to_thread(importlib.import_module, "airflow_gang.hooks.gang_async")
+        retrying = await asyncio.to_thread(importlib.import_module, "airflow_gang.hooks.retrying")
         kwargs = dict(self.hook_kwargs or {})
         kwargs.setdefault("conn_id", self.kubernetes_conn_id)
         hook: AsyncGangJobHook = module.AsyncGangJobHook(**kwargs)
+        # The connection is looked up here, on the triggerer's loop (its supervisor serves it),
+        # so its extras are cached before the client is built in a worker thread.
+        await hook.get_conn_extras()
+        # Each look retries briefly and quietly; outages are reported once per episode (_wait).
+        hook.retry_policy = retrying.WAIT_RETRY_POLICY
         return hook
 
     # --- the wait ----------------------------------------------------------------------------
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         hook = await self.hook()
-        changed = asyncio.Event()
-        followers = [
-            asyncio.create_task(
-                self._follow(hook, "pytorchjob", changed, field=f"metadata.name={self.name}")
-            ),
-            asyncio.create_task(
-                self._follow(hook, "pod", changed, label=f"training.kubeflow.org/job-name={self.name}")
-            ),
-        ]
-        if self.gang_scheduling != "disabled":
-            followers.append(
-                asyncio.create_task(
-                    self._follow(hook, "podgroup", changed, field=f"metadata.name={self.name}")
-                )
-            )
+        feed = ChangeFeed(
+            hook, self.name, self.namespace, with_podgroup=self.gang_scheduling != "disabled", log=self.log
+        ).start()
         try:
             try:
-                event = await self._wait(hook, changed)
-            except GangApiError as error:
-                event = self._event("error", None, f"{error}")
+                event = await self._wait(hook, feed)
             finally:
-                for follower in followers:
-                    follower.cancel()
-                await asyncio.gather(*followers, return_exceptions=True)
+                await feed.stop()
             await self._hold()
         finally:
             await hook.close()
@@ -203,12 +214,29 @@ class GangJobTrigger(BaseTrigger):
             )
             await asyncio.sleep(wait)
 
-    async def _wait(self, hook: AsyncGangJobHook, changed: asyncio.Event) -> dict[str, Any]:
+    async def _wait(self, hook: AsyncGangJobHook, feed: ChangeFeed) -> dict[str, Any]:
         waiting_for_admission = self.wait_for in ("admission", "both") and self.admitted_at is None
+        outage = Outage(f"PyTorchJob {self.namespace}/{self.name}", timeout=self.api_unavailable_timeout)
         last_line = ""
         while True:
-            changed.clear()
-            seen = await self._observe(hook)
+            feed.changed.clear()
+            try:
+                seen = await self._observe(hook)
+            except GangApiError as error:
+                if not is_outage(error):  # refused (403...): fail the try, delete nothing
+                    return self._event("error", None, f"{error}", reason="api_error")
+                step = outage.failed(error)
+                if step.warning:
+                    self.log.warning(step.warning)
+                if step.exceeded:
+                    unavailable = outage.unavailable(name=self.name, namespace=self.namespace)
+                    return self._event("api_unavailable", None, str(unavailable), reason="api_unavailable")
+                if self._past(self.execution_deadline):
+                    return self._execution_timeout(None)
+                await asyncio.sleep(step.delay)
+                continue
+            if (message := outage.recovered()) is not None:
+                self.log.info(message)
             status = seen.status
             line = status.describe()
             if line != last_line:
@@ -233,24 +261,44 @@ class GangJobTrigger(BaseTrigger):
                     return self._event("admitted", seen, "")
             if status.finished:
                 return self._event(status.phase.value, seen, status.message)
-            now = utc_now()
-            admission_deadline = _parse(self.admission_deadline)
-            if waiting_for_admission and admission_deadline is not None and now >= admission_deadline:
-                await self._delete(hook)
+            if waiting_for_admission and self._past(self.admission_deadline):
+                await delete_gang(
+                    hook,
+                    self.name,
+                    self.namespace,
+                    self.uid,
+                    gang_scheduling=self.gang_scheduling,
+                    timeout=_DELETE_CONFIRM_SECONDS,
+                    log=self.log,
+                )
                 return self._event(
                     "admission_timeout",
                     seen,
                     f"gang not admitted by {self.admission_deadline}: {status.describe()}",
                 )
-            execution_deadline = _parse(self.execution_deadline)
-            if execution_deadline is not None and now >= execution_deadline:
-                return self._event("error", seen, f"execution_timeout reached at {self.execution_deadline}")
+            if self._past(self.execution_deadline):
+                return self._execution_timeout(seen)
             deadlines = [
-                d for d in (admission_deadline if waiting_for_admission else None, execution_deadline) if d
+                moment
+                for moment in (
+                    _parse(self.admission_deadline) if waiting_for_admission else None,
+                    _parse(self.execution_deadline),
+                )
+                if moment
             ]
-            timeout = min([self.poll_interval, *((d - now).total_seconds() for d in deadlines)])
+            recheck = self.poll_interval if not feed.healthy else max(self.poll_interval, RESYNC_SECONDS)
+            timeout = min([recheck, *((moment - utc_now()).total_seconds() for moment in deadlines)])
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(changed.wait(), max(0.0, timeout))
+                await asyncio.wait_for(feed.changed.wait(), max(0.0, timeout))
+
+    @staticmethod
+    def _past(moment: str | None) -> bool:
+        parsed = _parse(moment)
+        return parsed is not None and utc_now() >= parsed
+
+    def _execution_timeout(self, seen: GangSnapshot | None) -> dict[str, Any]:
+        message = f"execution_timeout reached at {self.execution_deadline}"
+        return self._event("error", seen, message, reason="execution_timeout")
 
     async def _observe(self, hook: AsyncGangJobHook) -> GangSnapshot:
         job = await hook.get_pytorchjob(self.name, self.namespace)
@@ -262,45 +310,16 @@ class GangJobTrigger(BaseTrigger):
         pods = await hook.list_job_pods(self.name, self.namespace) if job is not None else []
         return GangSnapshot.of(job, podgroup, pods, self.gang_scheduling)
 
-    async def _follow(
-        self,
-        hook: AsyncGangJobHook,
-        kind: Literal["pytorchjob", "podgroup", "pod"],
-        changed: asyncio.Event,
-        *,
-        field: str | None = None,
-        label: str | None = None,
-    ) -> None:
-        """List then watch one kind, setting ``changed`` on every event; re-list after 410."""
-        while True:
-            try:
-                _, version = await hook.list_with_version(
-                    kind, self.namespace, field_selector=field, label_selector=label
-                )
-                changed.set()
-                while True:
-                    async for event in hook.watch(
-                        kind,
-                        self.namespace,
-                        resource_version=version,
-                        field_selector=field,
-                        label_selector=label,
-                        timeout_seconds=_WATCH_SECONDS,
-                    ):
-                        version = event["object"]["metadata"].get("resourceVersion", version)
-                        if event.get("type") != "BOOKMARK":
-                            changed.set()
-            except asyncio.CancelledError:
-                raise
-            except Exception as error:  # the poll in _wait still runs; back off and watch again
-                self.log.debug("watch of %s %s/%s interrupted: %s", kind, self.namespace, self.name, error)
-                await asyncio.sleep(min(self.poll_interval, 5.0))
-
-    def _event(self, status: str, seen: GangSnapshot | None, message: str) -> dict[str, Any]:
+    def _event(
+        self, status: str, seen: GangSnapshot | None, message: str, *, reason: str | None = None
+    ) -> dict[str, Any]:
         gang = seen.status if seen else None
         finished = finished_at(seen.job) if seen is not None and seen.job is not None else None
         return {
             "status": status,
+            # For "error": execution_timeout (the task gives up: the job is deleted), api_error
+            # (the API refused a read: nothing is deleted).
+            "reason": reason,
             "name": self.name,
             "namespace": self.namespace,
             "uid": self.uid,
@@ -325,34 +344,21 @@ class GangJobTrigger(BaseTrigger):
             },
         }
 
-    async def _delete(self, hook: AsyncGangJobHook) -> None:
-        await hook.delete_pytorchjob(self.name, self.namespace, propagation="Foreground", uid=self.uid)
-        if self.gang_scheduling != "disabled":
-            await hook.delete_podgroup(self.name, self.namespace)
-        deadline = asyncio.get_running_loop().time() + _DELETE_CONFIRM_SECONDS
-        while asyncio.get_running_loop().time() < deadline:
-            job = await hook.get_pytorchjob(self.name, self.namespace)
-            podgroup = (
-                await hook.get_podgroup(self.name, self.namespace)
-                if self.gang_scheduling != "disabled"
-                else None
-            )
-            pods = await hook.list_job_pods(self.name, self.namespace)
-            if job is None and podgroup is None and not pods:
-                return
-            await asyncio.sleep(0.2)
-        self.log.warning(
-            "job %s/%s not fully deleted after %.0fs", self.namespace, self.name, _DELETE_CONFIRM_SECONDS
-        )
-
     async def on_kill(self) -> None:
         """The user marked the deferred task failed/success or cleared it: delete what we submitted."""
         if self._event_sent or not self.delete_on_kill:
             return
-        self.log.info("task killed: deleting PyTorchJob %s/%s and its PodGroup", self.namespace, self.name)
         hook = await self.hook()
         try:
-            await self._delete(hook)
+            self.log.info("task killed: deleting PyTorchJob %s/%s", self.namespace, self.name)
+            await delete_gang(
+                hook,
+                self.name,
+                self.namespace,
+                self.uid,
+                gang_scheduling=self.gang_scheduling,
+                timeout=_DELETE_CONFIRM_SECONDS,
+                log=self.log,
+            )
         finally:
             await hook.close()
-

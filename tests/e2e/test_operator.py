@@ -202,6 +202,8 @@ def test_the_task_state_store_holds_the_job_identity_and_live_progress(
         "uid": result["uid"],
         "kubernetes_conn_id": "kubernetes_default",
         "try_number": 1,
+        # The result was returned: a later try (a clear) trains anew instead of reusing this job.
+        "delivered": True,
     }
     progress = stored_state(dag_run, "train", "progress")
     assert set(progress) == {
@@ -242,4 +244,4 @@ def test_execution_timeout_fails_the_task_and_deletes_the_running_job(
     dag_run = dag.test()
     assert task_states(dag_run) == {"train": "failed"}
     assert dt.datetime.now(dt.UTC) - started < dt.timedelta(seconds=90), "the 120 s job was not waited for"
-    assert "deleting it and its PodGroup" in capfd.readouterr().out
+    assert "and its PodGroup (execution_timeout reached" in capfd.readouterr().out

@@ -489,7 +489,7 @@ def test_a_retry_after_a_crashed_try_adopts_the_same_job(
 
     output = capfd.readouterr().out
     assert "simulated worker crash right after submission" in output
-    assert re.search(rf"reattaching to PyTorchJob default/{added[0].name} from an earlier attempt", output)
+    assert re.search(rf"reattaching to live PyTorchJob default/{added[0].name} from try 1", output)
 
 
 # --- 5. sensors -------------------------------------------------------------------------------

@@ -40,6 +40,7 @@ from airflow_gang.hooks.retrying import RetryPolicy
 from airflow_gang.sim.apiserver.server import start_apiserver
 from airflow_gang.sim.cluster import SimCluster
 from airflow_gang.spec import GangJobSpec
+from airflow_gang.triggers.gang import GangJobTrigger
 from tests.waiting import eventually
 
 NS = "default"
@@ -722,12 +723,46 @@ async def test_hook_from_an_airflow_connection_and_handed_to_the_triggerer(
     assert hook.get_queue("default") is not None
 
     kwargs = hook.async_hook_kwargs()
+    # What the trigger table stores: the connection's name, no credentials and no extras.
+    assert kwargs == {"conn_id": "kubernetes_default"}
+    assert cluster.apiserver is not None
+    assert cluster.apiserver.token not in json.dumps(kwargs)
+    # The trigger looks the connection up where it runs (here from the environment, in a
+    # triggerer through its supervisor).
+    trigger = GangJobTrigger("any", "default", "uid", hook_kwargs=kwargs)
+    async_hook = await trigger.hook()
+    try:
+        assert await async_hook.get_queue("default") is not None
+    finally:
+        await async_hook.close()
+
+
+async def test_kubeconfig_content_travels_only_when_configured_to(
+    cluster: SimCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``[gang] kubeconfig_to_triggerer``: for a kubeconfig file that exists on workers alone."""
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_KUBERNETES_DEFAULT",
+        json.dumps(
+            {
+                "conn_type": "kubernetes",
+                "extra": {"kube_config_path": cluster.kubeconfig_path, "namespace": "ml-team"},
+            }
+        ),
+    )
+    monkeypatch.setenv("AIRFLOW__GANG__KUBECONFIG_TO_TRIGGERER", "True")
+    kwargs = GangJobHook().async_hook_kwargs()
     json.dumps(kwargs)  # what a trigger serialises
     assert kwargs["connection_extras"] == {"namespace": "ml-team"}
     assert kwargs["config_dict"]["current-context"]
     # The triggerer has no such connection: the kwargs alone must do.
     monkeypatch.delenv("AIRFLOW_CONN_KUBERNETES_DEFAULT")
-    assert await AsyncGangJobHook(**kwargs).get_queue("default") is not None
+    trigger = GangJobTrigger("any", "default", "uid", hook_kwargs=kwargs)
+    async_hook = await trigger.hook()
+    try:
+        assert await async_hook.get_queue("default") is not None
+    finally:
+        await async_hook.close()
 
 
 def rbac_rule(method: str, url: str) -> tuple[str, str, str] | None:

@@ -58,6 +58,7 @@ def test_provider_info_matches_airflows_schema() -> None:
     assert set(info["config"]["gang"]["options"]) == {
         "default_admission_timeout",
         "resume_hold_seconds",
+        "kubeconfig_to_triggerer",
         "orphan_reaper_interval",
         "ui_url_template",
         "dashboard_url_template",

@@ -1,0 +1,64 @@
+"""The operator's two entries in Airflow 3.3's task state store, and reading them safely.
+
+- ``pytorchjob`` (kept until the task instance is gone): name, namespace, uid, connection and
+  try of the job this task instance waits for; ``delivered`` once a try returned its result.
+  The next try reattaches through it, the scheduler's orphan reaper finds jobs through it.
+- ``progress``: where the gang stands (phase, queue, replicas bound), for people and plugins.
+
+Outside a task (or on Airflow without the store) both are no-ops: the store is a convenience,
+never a reason to fail a job.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from airflow_gang.reaper import STATE_STORE_JOB_KEY
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+JsonDict = dict[str, Any]
+STATE_STORE_PROGRESS_KEY = "progress"
+log = logging.getLogger(__name__)
+
+__all__ = ["STATE_STORE_JOB_KEY", "STATE_STORE_PROGRESS_KEY", "read", "remember_job", "write"]
+
+
+def read(context: Context, key: str) -> Any:
+    store = context.get("task_state_store")
+    if store is None:
+        return None
+    try:
+        return store.get(key)
+    except Exception as error:  # a store that cannot be read must not fail the job
+        log.debug("task state store unavailable: %s", error)
+        return None
+
+
+def write(context: Context, key: str, value: JsonDict) -> None:
+    store = context.get("task_state_store")
+    if store is None:
+        return
+    try:
+        from airflow.sdk.execution_time.context import NEVER_EXPIRE
+
+        store.set(key, value, retention=NEVER_EXPIRE if key == STATE_STORE_JOB_KEY else None)
+    except Exception as error:
+        log.debug("task state store unavailable: %s", error)
+
+
+def remember_job(context: Context, job: JsonDict, conn_id: str, *, delivered: bool = False) -> None:
+    """Write the ``pytorchjob`` entry for ``job`` (``delivered``: its result was returned)."""
+    metadata = job["metadata"]
+    entry: JsonDict = {
+        "name": metadata["name"],
+        "namespace": metadata["namespace"],
+        "uid": metadata["uid"],
+        "kubernetes_conn_id": conn_id,
+        "try_number": int(getattr(context["ti"], "try_number", 1) or 1),
+    }
+    if delivered:
+        entry["delivered"] = True
+    write(context, STATE_STORE_JOB_KEY, entry)

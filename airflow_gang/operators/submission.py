@@ -1,0 +1,231 @@
+"""Finding, adopting and submitting the job of a task instance: one job per try, none twice.
+
+Every object the operator creates carries its task instance's identity labels (dag, task, run,
+map index, try), so a try finds what earlier tries left, whatever happened to them:
+
+- a **live** job (not finished, not being deleted) is reattached: a retry after a worker crash
+  or an API outage waits on for the same uid instead of submitting a second job;
+- a **Succeeded** job that no try has delivered yet is adopted (``reuse_succeeded_job``): a
+  retry after a crash that happened after the training ended returns its result, it does not
+  train the model again. A Failed one is never adopted;
+- a **PodGroup no job owns** (a crash between creating the PodGroup and the PyTorchJob, or a
+  cleanup cut short) holds queue capacity in Volcano: it is deleted before submitting.
+
+Submission creates PodGroup then PyTorchJob, then makes the job own the PodGroup; a 409 from a
+create whose first attempt's reply was lost adopts the object when its labels are ours.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+from airflow_gang.exceptions import GangApiError
+from airflow_gang.gang_state import last_true_condition
+from airflow_gang.hooks.gang import GangJobHook
+from airflow_gang.naming import MANAGED_BY_LABEL, MANAGED_BY_VALUE, TRY_NUMBER_LABEL, identity_selector
+from airflow_gang.operators.cleanup import owned_by
+
+JsonDict = dict[str, Any]
+log = logging.getLogger(__name__)
+
+
+class Attached(NamedTuple):
+    """A job of an earlier try this try takes over, and how."""
+
+    job: JsonDict
+    finished: bool  # a Succeeded job adopted for its result, not a live one waited for
+    from_try: str
+
+
+def try_of(job: JsonDict) -> str:
+    return str(((job.get("metadata") or {}).get("labels") or {}).get(TRY_NUMBER_LABEL, "?"))
+
+
+def is_ours(obj: JsonDict, identity: dict[str, str]) -> bool:
+    """Whether an existing object carries this task instance's identity labels (any try)."""
+    labels = obj.get("metadata", {}).get("labels") or {}
+    keys = [key for key in identity if key != TRY_NUMBER_LABEL]
+    return labels.get(MANAGED_BY_LABEL) == MANAGED_BY_VALUE and all(
+        labels.get(k) == identity[k] for k in keys
+    )
+
+
+def outcome(job: JsonDict) -> str | None:
+    """``Succeeded``/``Failed`` once the job has ended, else None."""
+    condition = last_true_condition(job) or {}
+    kind = condition.get("type")
+    return kind if kind in ("Succeeded", "Failed") else None
+
+
+def is_live(job: JsonDict) -> bool:
+    """A job worth reattaching to: not finished and not being deleted."""
+    return outcome(job) is None and not job["metadata"].get("deletionTimestamp")
+
+
+def find_job_to_attach(
+    hook: GangJobHook,
+    namespace: str,
+    identity: dict[str, str],
+    *,
+    stored: JsonDict | None,
+    reuse_succeeded: bool,
+) -> Attached | None:
+    """The earlier try's job this try should take over, if any (see the module docstring).
+
+    :param stored: the task state store's ``pytorchjob`` entry (name, namespace, uid, and
+        ``delivered`` once a try returned that job's result: a cleared task then trains anew).
+    """
+    jobs = hook.find_pytorchjobs(namespace, identity_selector(identity))
+    live = [job for job in jobs if is_live(job)]
+    if len(live) > 1:
+        names = ", ".join(sorted(job["metadata"]["name"] for job in live))
+        raise GangApiError(
+            f"found {len(live)} live PyTorchJobs of this task instance ({names}); delete the stale ones",
+            namespace=namespace,
+        )
+    if live:
+        return Attached(live[0], False, try_of(live[0]))
+    if not reuse_succeeded:
+        return None
+    delivered = (stored or {}).get("uid") if (stored or {}).get("delivered") else None
+    succeeded = [
+        job
+        for job in jobs
+        if outcome(job) == "Succeeded"
+        and not job["metadata"].get("deletionTimestamp")
+        and job["metadata"].get("uid") != delivered
+    ]
+    if not succeeded:
+        return None
+    newest = max(succeeded, key=lambda job: str(job["metadata"].get("creationTimestamp") or ""))
+    return Attached(newest, True, try_of(newest))
+
+
+def sweep_orphan_podgroups(
+    hook: GangJobHook, namespace: str, identity: dict[str, str], logger: logging.Logger | Any = log
+) -> list[str]:
+    """Delete this task instance's PodGroups (any try) that no existing job owns; their names."""
+    swept = []
+    for podgroup in hook.list_podgroups(namespace, identity_selector(identity)):
+        metadata = podgroup["metadata"]
+        if metadata.get("deletionTimestamp") or _has_live_owner(hook, podgroup):
+            continue
+        logger.warning(
+            "deleting PodGroup %s/%s of try %s: no job owns it, and it holds queue capacity",
+            namespace,
+            metadata["name"],
+            try_of(podgroup),
+        )
+        try:
+            hook.delete_podgroup(metadata["name"], namespace, uid=metadata.get("uid"))
+        except GangApiError as error:
+            if error.status != 409:  # 409: replaced meanwhile, so not the orphan we saw
+                raise
+        swept.append(metadata["name"])
+    return swept
+
+
+def _has_live_owner(hook: GangJobHook, podgroup: JsonDict) -> bool:
+    metadata = podgroup["metadata"]
+    for reference in metadata.get("ownerReferences") or []:
+        if reference.get("kind") != "PyTorchJob":
+            return True  # someone else's arrangement: not ours to judge
+        owner = hook.get_pytorchjob(reference.get("name", ""), metadata["namespace"])
+        if owner is not None and owner["metadata"].get("uid") == reference.get("uid"):
+            return True
+    # No owner yet: the job of the same name may exist (a crash before set_podgroup_owner).
+    job = hook.get_pytorchjob(metadata["name"], metadata["namespace"])
+    return job is not None and not metadata.get("ownerReferences")
+
+
+def ensure_podgroup_owner(hook: GangJobHook, job: JsonDict, logger: logging.Logger | Any = log) -> None:
+    """Give an adopted job's PodGroup its ownerReference if a crash left it without one."""
+    name, namespace = job["metadata"]["name"], job["metadata"]["namespace"]
+    podgroup = hook.get_podgroup(name, namespace)
+    if podgroup is None or owned_by(podgroup, job["metadata"].get("uid")):
+        return
+    if podgroup["metadata"].get("ownerReferences"):
+        return  # another owner: leave it
+    logger.info("PodGroup %s/%s had no owner: the adopted job now owns it", namespace, name)
+    hook.set_podgroup_owner(name, namespace, job)
+
+
+def submit(
+    hook: GangJobHook, job: JsonDict, podgroup: JsonDict | None, namespace: str, identity: dict[str, str]
+) -> tuple[JsonDict, bool]:
+    """Create PodGroup then PyTorchJob, then make the job own the PodGroup.
+
+    Returns the job and whether it already existed (adopted after a 409). Anything created here
+    is deleted again if a later step fails, so a failed submission leaves nothing behind.
+    """
+    name = job["metadata"]["name"]
+    created_podgroup: JsonDict | None = None
+    try:
+        if podgroup is not None:
+            stored, created = _create_or_adopt(
+                "PodGroup",
+                "podgroups.scheduling.volcano.sh",
+                create=hook.create_podgroup,
+                get=hook.get_podgroup,
+                body=podgroup,
+                namespace=namespace,
+                identity=identity,
+            )
+            created_podgroup = stored if created else None
+        created_job, submitted = _create_or_adopt(
+            "PyTorchJob",
+            "pytorchjobs.kubeflow.org",
+            create=hook.create_pytorchjob,
+            get=hook.get_pytorchjob,
+            body=job,
+            namespace=namespace,
+            identity=identity,
+        )
+        if podgroup is not None:
+            hook.set_podgroup_owner(name, namespace, created_job)
+        return created_job, not submitted
+    except BaseException:
+        if created_podgroup is not None:
+            try:
+                hook.delete_podgroup(name, namespace, uid=created_podgroup["metadata"].get("uid"))
+            except GangApiError as error:  # the next try's orphan sweep deletes it
+                log.warning(
+                    "could not delete PodGroup %s/%s after a failed submit: %s", namespace, name, error
+                )
+        raise
+
+
+def _create_or_adopt(
+    kind: str,
+    resource: str,
+    *,
+    create: Callable[[JsonDict, str], JsonDict],
+    get: Callable[[str, str], JsonDict | None],
+    body: JsonDict,
+    namespace: str,
+    identity: dict[str, str],
+) -> tuple[JsonDict, bool]:
+    """Create ``body``; on 409 adopt the existing object if it carries our identity labels.
+
+    Returns the object and whether this call created it.
+    """
+    name = body["metadata"]["name"]
+    try:
+        return create(body, namespace), True
+    except GangApiError as error:
+        if error.status != 409:
+            raise
+        existing = get(name, namespace)
+        if existing is None or not is_ours(existing, identity):
+            raise GangApiError(
+                f"{kind} {namespace}/{name} already exists and was not created by this task; pass another "
+                "job_name or delete it",
+                status=409,
+                verb="create",
+                resource=resource,
+                name=name,
+                namespace=namespace,
+            ) from error
+        return existing, False

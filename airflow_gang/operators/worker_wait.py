@@ -1,0 +1,99 @@
+"""The wait of a sync-mode (``deferrable=False``) task: in the worker, until the gang's outcome.
+
+One read of job, PodGroup and pods per ``poll_interval``; the phase line goes to the task log and
+the ``progress`` entry on each change; the master's log is streamed live once it runs. An API
+that cannot be reached is ridden out (`airflow_gang.outage`, nothing deleted) until
+``api_unavailable_timeout``. The wait decides nothing about deleting: it reports how it ended
+and the operator acts (`airflow_gang.operators.pytorch_job`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal, NamedTuple
+
+from airflow_gang.gang_state import GangPhase, GangSnapshot, GangStatus, master_pod_name
+from airflow_gang.hooks.gang import GangJobHook
+from airflow_gang.operators import lifecycle
+from airflow_gang.operators.log_follower import LogFollower
+from airflow_gang.outage import Outage, ride_out
+
+JsonDict = dict[str, Any]
+
+
+class WaitEnd(NamedTuple):
+    """How a wait ended: ``admitted`` (admission-only waits), ``finished``, ``lost`` or
+    ``admission_timeout`` (the job is still there: the operator deletes it)."""
+
+    kind: Literal["admitted", "finished", "lost", "admission_timeout"]
+    seen: GangSnapshot
+    admitted_at: str | None
+
+
+@dataclass
+class WorkerWait:
+    """One sync-mode wait for one job.
+
+    :param on_change: called with the gang's status whenever its description changes.
+    :param follow_logs: stream the master replica's log into the task log once it runs.
+    """
+
+    hook: GangJobHook
+    log: Any
+    poll_interval: float
+    outage: Outage
+    on_change: Callable[[GangStatus], None]
+    follow_logs: bool
+    follower: LogFollower | None = None
+    sleep: Callable[[float], None] = time.sleep
+
+    def run(
+        self, job: JsonDict, gang_scheduling: str, wait_for: str, deadline: dt.datetime | None
+    ) -> WaitEnd:
+        metadata = job["metadata"]
+        name, namespace, uid = metadata["name"], metadata["namespace"], metadata["uid"]
+        admitted_at: str | None = None
+        last = ""
+        while True:
+            seen = ride_out(
+                lambda: lifecycle.observe(self.hook, name, namespace, gang_scheduling, uid),
+                self.outage,
+                self.log,
+                sleep=self.sleep,
+                name=name,
+                namespace=namespace,
+            )
+            status = seen.status
+            if self.follow_logs and self.follower is None and status.phase is GangPhase.RUNNING:
+                self.follower = LogFollower(self.hook, master_pod_name(name), namespace, self.log).start()
+            line = status.describe()
+            if line != last:
+                self.log.info("gang job %s/%s: %s", namespace, name, line)
+                self.on_change(status)
+                last = line
+            if status.phase is GangPhase.LOST:
+                return WaitEnd("lost", seen, admitted_at)
+            if status.admitted and admitted_at is None:
+                # After an outage too: a gang admitted meanwhile counts, at its condition time.
+                admitted_at = seen.admitted_at()
+                self.log.info(
+                    "gang admitted job=%s/%s queue=%s at %s", namespace, name, status.queue, admitted_at
+                )
+                if wait_for == "admission":
+                    return WaitEnd("admitted", seen, admitted_at)
+            if status.finished:
+                return WaitEnd("finished", seen, admitted_at)
+            if admitted_at is None and deadline is not None and dt.datetime.now(dt.UTC) >= deadline:
+                return WaitEnd("admission_timeout", seen, None)
+            self.sleep(self.poll_interval)
+
+    def stop_following(self, timeout: float = 10.0) -> bool:
+        """Stop the log stream; whether it had delivered the whole log (then no tail is needed)."""
+        follower, self.follower = self.follower, None
+        if follower is None:
+            return False
+        follower.stop(timeout=timeout)
+        return follower.complete

@@ -1,0 +1,215 @@
+"""Riding out a Kubernetes API that cannot be reached, without deleting anything.
+
+A wait that loses the API server (a restart, an upgrade, a network blip, a 5xx or 429 storm)
+keeps going with capped, jittered backoff, as a Kubernetes controller's informer does: the job
+behind the outage may be training fine, and the provider deletes a job only for a reason of its
+own (admission timeout, a person's kill, the task's ``execution_timeout``, ``delete_on_finish``),
+never because it could not see it.
+
+One `Outage` follows one wait. It turns failures into steps (how long to back off, what to
+log, whether ``api_unavailable_timeout`` is exceeded) and logs once per episode plus a reminder
+every few minutes, not a line per retry. The hook's own retries ride out blips of a few
+seconds; `Outage` covers what outlasts them. The sync and async waits share it, so their
+policy cannot drift; `ride_out` and `aride_out` wrap one call in it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import random
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple, Protocol, TypeVar
+
+from airflow_gang.exceptions import GangApiError, GangApiUnavailable, GangSpecError
+
+T = TypeVar("T")
+# What an outage looks like from a client: no answer (status None: refused, reset, timed out,
+# a cut stream), API Priority and Fairness shedding load (429) or a failing server or proxy (5xx).
+OUTAGE_STATUSES = frozenset({429, 500, 502, 503, 504})
+DEFAULT_API_UNAVAILABLE_TIMEOUT = 15 * 60.0
+REMINDER_SECONDS = 5 * 60.0
+
+
+class OutageLog(Protocol):
+    def warning(self, msg: Any, /, *args: Any) -> Any: ...
+
+    def info(self, msg: Any, /, *args: Any) -> Any: ...
+
+
+def is_outage(error: BaseException) -> bool:
+    """Whether ``error`` says the API could not be reached (retry later), not that it refused us."""
+    return (
+        isinstance(error, GangApiError)
+        and not isinstance(error, GangApiUnavailable)
+        and (error.status is None or error.status in OUTAGE_STATUSES)
+    )
+
+
+def unavailable_timeout_seconds(value: Any) -> float | None:
+    """``api_unavailable_timeout`` as seconds: a number, a timedelta or None (ride out forever)."""
+    if value in (None, "", "None"):
+        return None
+    try:
+        seconds = value.total_seconds() if isinstance(value, dt.timedelta) else float(value)
+    except (TypeError, ValueError):
+        seconds = 0.0
+    if not seconds > 0:
+        raise GangSpecError(
+            f"api_unavailable_timeout={value!r} is invalid: use a positive number of seconds or a "
+            "timedelta (None waits through an outage of any length)",
+            field="api_unavailable_timeout",
+        )
+    return float(seconds)
+
+
+class OutageStep(NamedTuple):
+    """What to do after one failed look: back off ``delay`` s, log ``warning`` if any, give up?"""
+
+    delay: float
+    warning: str | None
+    exceeded: bool
+
+
+@dataclass
+class Outage:
+    """The state of one wait's API outage episodes.
+
+    :param what: the object waited for, for messages (``PyTorchJob ml/train-1``).
+    :param timeout: give up (``exceeded``) after this many seconds of one episode; None never.
+    :param initial_delay: first backoff; doubles per failure up to ``max_delay``, equal-jittered
+        so a sweep of mapped tasks does not come back in lockstep.
+    :param reminder_every: seconds between WARNING reminders while an episode lasts.
+    """
+
+    what: str
+    timeout: float | None = DEFAULT_API_UNAVAILABLE_TIMEOUT
+    initial_delay: float = 1.0
+    max_delay: float = 30.0
+    reminder_every: float = REMINDER_SECONDS
+    clock: Callable[[], float] = time.monotonic
+    since: float | None = field(default=None, init=False)
+    since_wall: dt.datetime | None = field(default=None, init=False)
+    failures: int = field(default=0, init=False)
+    last_error: str = field(default="", init=False)
+    _warned_at: float | None = field(default=None, init=False)
+
+    @property
+    def active(self) -> bool:
+        return self.since is not None
+
+    def seconds(self) -> float:
+        """How long the current episode has lasted (0 when the API is reachable)."""
+        return 0.0 if self.since is None else self.clock() - self.since
+
+    def failed(self, error: BaseException) -> OutageStep:
+        now = self.clock()
+        if self.since is None:
+            self.since, self.since_wall, self.failures, self._warned_at = now, _utc_now(), 0, None
+        self.failures += 1
+        self.last_error = str(error)
+        elapsed = now - self.since
+        exceeded = self.timeout is not None and elapsed >= self.timeout
+        base = min(self.max_delay, self.initial_delay * 2.0 ** min(self.failures - 1, 16))
+        delay = base / 2 + random.uniform(0, base / 2)
+        if self.timeout is not None:
+            delay = max(0.0, min(delay, self.timeout - elapsed))
+        warning = None
+        if self._warned_at is None or now - self._warned_at >= self.reminder_every:
+            self._warned_at = now
+            limit = "forever" if self.timeout is None else f"up to {self.timeout:.0f}s"
+            warning = (
+                f"Kubernetes API unavailable while waiting for {self.what} since "
+                f"{self.since_wall:%Y-%m-%dT%H:%M:%SZ} ({elapsed:.0f}s, {self.failures} failed looks; "
+                f"last: {error}); nothing is deleted, the wait goes on {limit} (api_unavailable_timeout)"
+            )
+        return OutageStep(delay, warning, exceeded)
+
+    def recovered(self) -> str | None:
+        """End the episode; the line to log if there was one."""
+        if self.since is None:
+            return None
+        message = (
+            f"Kubernetes API reachable again after {self.seconds():.0f}s ({self.failures} failed looks); "
+            f"waiting for {self.what} goes on"
+        )
+        self.since = self.since_wall = None
+        self.failures = 0
+        return message
+
+    def unavailable(self, *, name: str | None = None, namespace: str | None = None) -> GangApiUnavailable:
+        """The error a task fails with once ``timeout`` is exceeded."""
+        return GangApiUnavailable(
+            f"the Kubernetes API was unavailable for {self.seconds():.0f}s while waiting for {self.what}, "
+            f"more than api_unavailable_timeout={self.timeout:.0f}s (last error: {self.last_error}). "
+            "Nothing was deleted: a retry of this task finds the job by its labels and waits on; "
+            "raise api_unavailable_timeout (None waits forever) to ride out longer outages",
+            unavailable_seconds=self.seconds(),
+            last_error=self.last_error,
+            name=name,
+            namespace=namespace,
+        )
+
+
+def ride_out(
+    call: Callable[[], T],
+    outage: Outage,
+    log: OutageLog,
+    *,
+    sleep: Callable[[float], None] = time.sleep,
+    name: str | None = None,
+    namespace: str | None = None,
+) -> T:
+    """Run ``call`` until it gets through an outage; `GangApiUnavailable` once ``outage`` gives up.
+
+    Errors that are not an outage (403, 404, 422...) propagate at once.
+    """
+    while True:
+        try:
+            value = call()
+        except GangApiError as error:
+            if not is_outage(error):
+                raise
+            step = outage.failed(error)
+            if step.warning:
+                log.warning(step.warning)
+            if step.exceeded:
+                raise outage.unavailable(name=name, namespace=namespace) from error
+            sleep(step.delay)
+            continue
+        if (message := outage.recovered()) is not None:
+            log.info(message)
+        return value
+
+
+async def aride_out(
+    call: Callable[[], Awaitable[T]],
+    outage: Outage,
+    log: OutageLog,
+    *,
+    name: str | None = None,
+    namespace: str | None = None,
+) -> T:
+    """The asynchronous twin of `ride_out`."""
+    while True:
+        try:
+            value = await call()
+        except GangApiError as error:
+            if not is_outage(error):
+                raise
+            step = outage.failed(error)
+            if step.warning:
+                log.warning(step.warning)
+            if step.exceeded:
+                raise outage.unavailable(name=name, namespace=namespace) from error
+            await asyncio.sleep(step.delay)
+            continue
+        if (message := outage.recovered()) is not None:
+            log.info(message)
+        return value
+
+
+def _utc_now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
