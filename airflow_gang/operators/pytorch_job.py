@@ -28,7 +28,7 @@ from airflow.sdk.exceptions import AirflowTaskTimeout
 
 from airflow_gang import links
 from airflow_gang.exceptions import GangAdmissionTimeout, GangApiError, GangApiUnavailable, GangJobLost
-from airflow_gang.gang_state import GangPhase, GangSnapshot, GangStatus
+from airflow_gang.gang_state import GangPhase, GangStatus
 from airflow_gang.hooks.gang import GangJobHook
 from airflow_gang.hooks.retrying import WAIT_RETRY_POLICY
 from airflow_gang.operators import cleanup, lifecycle, state_store, submission
@@ -49,10 +49,6 @@ JsonDict = dict[str, Any]
 T = TypeVar("T")
 DeleteOnFinish = Literal["always", "on_success", "never"]
 __all__ = ["STATE_STORE_JOB_KEY", "STATE_STORE_PROGRESS_KEY", "PyTorchJobOperator"]
-
-
-def _utc_now() -> dt.datetime:
-    return dt.datetime.now(dt.UTC)
 
 
 class PyTorchJobOperator(GangJobArguments):
@@ -159,7 +155,7 @@ class PyTorchJobOperator(GangJobArguments):
             if not self.wait_for_completion and not self.wait_for_admission:
                 return lifecycle.result(job, "submitted", None, None)
             # The admission clock starts at the job's creation, also when an earlier try submitted it.
-            submitted_at = parse_time(job["metadata"].get("creationTimestamp")) or _utc_now()
+            submitted_at = parse_time(job["metadata"].get("creationTimestamp")) or dt.datetime.now(dt.UTC)
             plan = WaitPlan(
                 gang_scheduling=gang,
                 wait_for="both" if self.wait_for_completion else "admission",
@@ -169,7 +165,11 @@ class PyTorchJobOperator(GangJobArguments):
                 submitted_at=submitted_at,
             )
             if self.deferrable:
-                seen = self._ride(partial(self._observe, job, gang), outage)
+                meta = job["metadata"]
+                seen = self._ride(
+                    lambda: lifecycle.observe(self.hook, meta["name"], meta["namespace"], gang, meta["uid"]),
+                    outage,
+                )
                 self._record_progress(context, seen.status)
                 # A wait the trigger would end at once is finished here: a task resumed seconds
                 # after it deferred is what apache/airflow#72716 fails.
@@ -225,13 +225,9 @@ class PyTorchJobOperator(GangJobArguments):
 
     def _record_progress(self, context: Context, status: GangStatus) -> None:
         if self.report_progress:
-            state_store.write(context, STATE_STORE_PROGRESS_KEY, status.progress(_utc_now().isoformat()))
-
-    def _observe(self, job: JsonDict, gang_scheduling: str) -> GangSnapshot:
-        metadata = job["metadata"]
-        return lifecycle.observe(
-            self.hook, metadata["name"], metadata["namespace"], gang_scheduling, metadata["uid"]
-        )
+            state_store.write(
+                context, STATE_STORE_PROGRESS_KEY, status.progress(dt.datetime.now(dt.UTC).isoformat())
+            )
 
     # --- waiting in the worker ----------------------------------------------------------------
 
@@ -315,7 +311,7 @@ class PyTorchJobOperator(GangJobArguments):
             plan = dataclasses.replace(plan, execution_deadline=ti.start_date + self.execution_timeout)
         if plan.execution_deadline is not None:
             # Pad the framework's timeout so the trigger reports first, with a useful message.
-            left = max(dt.timedelta(seconds=1), plan.execution_deadline - _utc_now())
+            left = max(dt.timedelta(seconds=1), plan.execution_deadline - dt.datetime.now(dt.UTC))
             timeout = left + dt.timedelta(seconds=60)
         trigger = GangJobTrigger(
             name=job["metadata"]["name"],
