@@ -9,12 +9,16 @@ each command sets ``func(args) -> int``:
 - ``sim controllers``: chosen controllers (and simulated nodes) attached to an existing API
   server through its kubeconfig (attach mode).
 
+``sim`` and ``sim apiserver`` take ``--faults SPEC`` (a YAML/JSON file or inline JSON): fault
+injection for clients other than the simulator's controllers (``docs/fault-injection.md``).
+
 Runnable on its own as ``python -m airflow_gang.sim.cli apiserver ...``.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import signal
 import sys
 import threading
@@ -121,6 +125,8 @@ def run_apiserver(args: argparse.Namespace) -> int:
     print(f"API server listening on {handle.url}", flush=True)
     print(f"kubeconfig: {handle.kubeconfig_path}", flush=True)
     print(f"use it with: export KUBECONFIG={handle.kubeconfig_path}", flush=True)
+    if args.faults is not None:
+        print(f"fault injection: {json.dumps(args.faults.to_json())}", flush=True)
     try:
         wait_for_signal()
     finally:

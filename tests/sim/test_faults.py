@@ -155,6 +155,11 @@ def test_a_missing_spec_file_says_so(tmp_path: Path) -> None:
         load_fault_spec(tmp_path / "absent.yaml")
 
 
+def test_a_cluster_with_a_bad_spec_fails_before_it_starts() -> None:
+    with pytest.raises(FaultSpecError, match=re.escape("errors[0].status")):
+        SimCluster(faults={"errors": [{"status": 418}]})
+
+
 # --------------------------------------------------------------------------------------------
 # Per-request faults
 # --------------------------------------------------------------------------------------------
@@ -362,6 +367,13 @@ def test_an_outage_refuses_connections_then_the_same_port_serves_the_same_object
     assert faulty.url == url
     assert {pod.metadata.name: pod.metadata.uid for pod in listing.items} == kept
     assert faulty.state.faults.counts()["outage"] >= 1
+
+
+def test_clearing_the_spec_ends_an_outage_in_progress(faulty: ApiServerHandle, core: k8s.CoreV1Api) -> None:
+    faulty.set_faults({"outages": [{"start": 0, "duration": 600}]})
+    eventually(lambda: refused(faulty.url), timeout=5, message="the listener closes")
+    faulty.clear_faults()
+    assert eventually(core.list_namespace, timeout=10, message="listening again").items
 
 
 def test_external_deletions_happen_at_their_time(

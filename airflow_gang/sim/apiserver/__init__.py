@@ -19,8 +19,12 @@ How the pieces fit (each module has one job):
 - ``openapi.py`` / ``schemas.py`` / ``crd_loader.py``: structural schema defaulting, pruning
   and validation with built-in schemas or upstream CRD files; ``webhooks.py`` and
   ``core_kinds.py``: the admission rules and built-in defaulting.
-- ``app.py`` / ``server.py`` / ``certs.py``: HTTPS with a throwaway CA, bearer-token auth,
-  the kubeconfig.
+- ``app.py`` / ``server.py`` / ``listener.py`` / ``certs.py``: HTTPS with a throwaway CA,
+  bearer-token auth, the kubeconfig, a listener that an outage can take down and bring back.
+- ``faults_*.py``: fault injection (``airflow_gang.sim.faults.FaultSpec``): the injector and its
+  counters, the middleware for errors and latency, the timed faults (outages, deletions, node
+  failures) and the simulator-only ``/sim/v1/faults`` endpoint; watch faults act in
+  ``watch_stream.py``. See ``docs/fault-injection.md``.
 
 Pod logs: a real API server proxies them from the kubelet; here whoever runs pods (the
 simulator's kubelet controller, an ordinary API client) appends lines with the

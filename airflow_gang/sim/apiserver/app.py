@@ -6,6 +6,10 @@ endpoints: without a valid ``Authorization: Bearer <token>`` every request gets 
 ``system:public-info-viewer`` role grants); a wrong token gets 401 everywhere. Every
 :class:`StatusError` becomes a ``Status`` body with its code in one handler; any other
 exception becomes a 500 ``InternalError`` Status.
+
+Middleware, outermost first: authentication, request counting (``metrics.py``), then injected
+faults (``faults_middleware.py``), so an injected error is authenticated and counted like a
+real one.
 """
 
 from __future__ import annotations

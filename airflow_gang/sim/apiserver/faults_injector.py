@@ -95,6 +95,11 @@ class FaultInjector:
     # --- the spec -----------------------------------------------------------------------------
 
     @property
+    def active(self) -> bool:
+        """Whether a spec is applied (requests pay for classification only then)."""
+        return self._active is not None
+
+    @property
     def spec(self) -> FaultSpec | None:
         active = self._active
         return active.spec if active is not None else None

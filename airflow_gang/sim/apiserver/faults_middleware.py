@@ -42,7 +42,12 @@ class FaultMiddleware:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = scope.get("path", "")
-        if scope["type"] != "http" or path in _EXEMPT_PATHS or path.startswith(_SIM_PREFIX):
+        if (
+            not self.injector.active
+            or scope["type"] != "http"
+            or path in _EXEMPT_PATHS
+            or path.startswith(_SIM_PREFIX)
+        ):
             await self.app(scope, receive, send)
             return
         agent = next((v for k, v in scope.get("headers", ()) if k == b"user-agent"), b"").decode("latin-1")
