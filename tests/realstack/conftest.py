@@ -21,6 +21,7 @@ from kubernetes import client as k8s
 from airflow_gang.sim.cluster import SimCluster
 from airflow_gang.stack import AirflowStack
 from tests.e2e.conftest import leftovers
+from tests.realstack.chaos import CHAOS_DAG_FILES
 from tests.realstack.dags import DAG_FILES
 from tests.waiting import eventually
 
@@ -40,7 +41,7 @@ def cluster() -> Iterator[SimCluster]:
 @pytest.fixture(scope="package")
 def stack(cluster: SimCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[AirflowStack]:
     dags = tmp_path_factory.mktemp("realstack-dags")
-    for name, source in DAG_FILES.items():
+    for name, source in {**DAG_FILES, **CHAOS_DAG_FILES}.items():
         (dags / f"{name}.py").write_text(source)
     for example in EXAMPLE_DAGS:  # the repository's example DAGs, as `make airflow` serves them
         shutil.copyfile(REPO / "dags" / f"{example}.py", dags / f"{example}.py")
@@ -55,7 +56,7 @@ def stack(cluster: SimCluster, tmp_path_factory: pytest.TempPathFactory) -> Iter
     with AirflowStack(
         dags, home=home, kubeconfig=cluster.kubeconfig_path, extra_env=env, parallelism=8
     ) as running:
-        for dag_id in (*DAG_FILES, *EXAMPLE_DAGS):
+        for dag_id in (*DAG_FILES, *CHAOS_DAG_FILES, *EXAMPLE_DAGS):
             running.client.wait_for_dag(dag_id, timeout=120)
         yield running
 
