@@ -100,15 +100,16 @@ SMALL_QUOTA_QUEUE = "rs-small-quota"
 TRIGGERER_KILL = (
     _HEADER
     + f"""
-# Three deferred gangs while the test SIGKILLs the triggerer and starts a new one: two fit and
-# train for 20 s; the third asks more of its queue than the queue's quota, so it stays queued
-# until its admission timeout, whose deadline must survive the restart.
+# Three deferred gangs while the test SIGKILLs the triggerer and starts a new one: two fit, one
+# training for 20 s (it ends while no triggerer runs), one for 40 s (it ends under the new one);
+# the third asks more of its queue than the queue's quota, so it stays queued until its
+# admission timeout, whose deadline must survive the restart.
 with DAG("rs_triggerer_kill", schedule=None, start_date=dt.datetime(2026, 1, 1), catchup=False) as dag:
-    for index in range(2):
+    for index, seconds in enumerate((20, 40)):
         PyTorchJobOperator(
             task_id=f"fits_{{index}}", image="ghcr.io/acme/train:1", workers=1,
             resources={{"nvidia.com/gpu": 1}}, deferrable=True, retries=0, poll_interval=5,
-            pod_template=work(20),
+            pod_template=work(seconds),
         )
     PyTorchJobOperator(
         task_id="never_admitted", image="ghcr.io/acme/train:1", workers=1,
@@ -133,6 +134,31 @@ with DAG("rs_sync_task_kill", schedule=None, start_date=dt.datetime(2026, 1, 1),
 """
 )
 
+# The name of the connection test_credentials.py stores in the metadata DB, the simulator's
+# kubeconfig inline in its extras: the bearer token lives in the connection itself.
+INLINE_KUBECONFIG_CONN_ID = "rs_inline_kubeconfig"
+
+INLINE_CREDENTIALS = (
+    _HEADER
+    + f"""
+# A deferred job through a connection holding the whole kubeconfig (token included) in its
+# extras, and a downstream task reading its result: no credential may reach the trigger table,
+# the XComs, the task state store or the task logs.
+with DAG("rs_inline_credentials", schedule=None, start_date=dt.datetime(2026, 1, 1), catchup=False) as dag:
+    train = PyTorchJobOperator(
+        task_id="train", image="ghcr.io/acme/train:1", workers=1, resources={{"nvidia.com/gpu": 1}},
+        kubernetes_conn_id="{INLINE_KUBECONFIG_CONN_ID}", deferrable=True, retries=0, poll_interval=5,
+        pod_template=work(15),
+    )
+
+    @task
+    def report(result):
+        return {{"job": result["name"], "state": result["state"]}}
+
+    report(train.output)
+"""
+)
+
 DAG_FILES = {
     "rs_adopt_after_kill": ADOPT_AFTER_KILL,
     "rs_gang_sweep": GANG_SWEEP,
@@ -142,4 +168,5 @@ DAG_FILES = {
     "rs_replica_failure": REPLICA_FAILURE,
     "rs_triggerer_kill": TRIGGERER_KILL,
     "rs_sync_task_kill": SYNC_TASK_KILL,
+    "rs_inline_credentials": INLINE_CREDENTIALS,
 }
