@@ -81,7 +81,9 @@ def get_provider_info() -> dict[str, Any]:
                             "worker to the triggerer inside the trigger's kwargs. Off by default: the "
                             "triggerer looks the connection up itself and the trigger table holds no "
                             "credentials. Turn on only when the connection's kube_config_path exists on "
-                            "workers but not on the triggerer."
+                            "workers but not on the triggerer: Airflow 3.3.2 stores a deferral's trigger "
+                            "kwargs as plain JSON, so the credentials become readable in the metadata "
+                            "database."
                         ),
                         "version_added": "0.2.0",
                         "type": "boolean",

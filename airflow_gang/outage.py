@@ -87,7 +87,7 @@ class Outage:
     what: str
     timeout: float | None = DEFAULT_API_UNAVAILABLE_TIMEOUT
     initial_delay: float = 1.0
-    max_delay: float = 30.0
+    max_delay: float = 10.0
     reminder_every: float = REMINDER_SECONDS
     clock: Callable[[], float] = time.monotonic
     since: float | None = field(default=None, init=False)

@@ -439,9 +439,11 @@ class GangJobHook(JobPodsMixin, KubernetesHook):
 
         ``[gang] kubeconfig_to_triggerer = True`` is for deployments whose kubeconfig *file*
         exists on the workers alone: the file's content and the connection's extras then travel
-        in the kwargs (Airflow encrypts trigger kwargs with its Fernet key, but they are
-        credentials in the database all the same). Certificates referenced by relative paths in
-        such a kubeconfig do not travel: use ``*-data`` fields.
+        in the kwargs. Airflow 3.3.2 stores the kwargs of a task's deferral as plain JSON in the
+        ``trigger`` table (the Execution API does not encrypt them), so that puts readable
+        credentials into the metadata database: prefer a file the triggerer can read too.
+        Certificates referenced by relative paths in such a kubeconfig do not travel: use
+        ``*-data`` fields.
         """
         from airflow.configuration import conf
 

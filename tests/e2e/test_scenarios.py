@@ -16,6 +16,7 @@ import datetime as dt
 import json
 import re
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -95,26 +96,46 @@ class JobEvents:
 
     def _run(self) -> None:
         with self.cluster.api_client() as api:
+            # A user agent of its own, which injected faults spare by default filters.
+            api.user_agent = "e2e-job-events"
             custom = k8s.CustomObjectsApi(api)
-            version = custom.list_namespaced_custom_object(*PYTORCHJOBS)["metadata"]["resourceVersion"]
+            seen: set[str] = set()
+            version = self._relist(custom, seen)
             self._ready.set()
             while not self._stop.is_set():
-                stream = watch.Watch().stream(
-                    custom.list_namespaced_custom_object,
-                    *PYTORCHJOBS,
-                    resource_version=version,
-                    timeout_seconds=1,
-                    allow_watch_bookmarks=True,
-                )
-                for event in stream:
-                    metadata = event["object"]["metadata"]
-                    version = metadata.get("resourceVersion", version)
-                    if event["type"] in ("ADDED", "DELETED"):
-                        self.events.append(
-                            JobEvent(
-                                event["type"], metadata["name"], metadata["uid"], metadata.get("labels") or {}
-                            )
-                        )
+                try:
+                    stream = watch.Watch().stream(
+                        custom.list_namespaced_custom_object,
+                        *PYTORCHJOBS,
+                        resource_version=version,
+                        timeout_seconds=1,
+                        allow_watch_bookmarks=True,
+                    )
+                    for event in stream:
+                        metadata = event["object"]["metadata"]
+                        version = metadata.get("resourceVersion", version)
+                        if event["type"] in ("ADDED", "DELETED"):
+                            self._record(event["type"], metadata, seen)
+                except Exception:  # an outage test closed the listener: list again once it is back
+                    time.sleep(0.2)
+                    try:
+                        version = self._relist(custom, seen)
+                    except Exception:
+                        continue
+
+    def _relist(self, custom: k8s.CustomObjectsApi, seen: set[str]) -> str:
+        """Record jobs that appeared while not watching; the version to watch from."""
+        listed = custom.list_namespaced_custom_object(*PYTORCHJOBS, _request_timeout=5)
+        for item in listed["items"]:
+            if item["metadata"]["uid"] not in seen:
+                self._record("ADDED", item["metadata"], seen)
+        return str(listed["metadata"]["resourceVersion"])
+
+    def _record(self, kind: str, metadata: dict[str, Any], seen: set[str]) -> None:
+        if kind == "ADDED" and metadata["uid"] in seen:
+            return
+        seen.add(metadata["uid"])
+        self.events.append(JobEvent(kind, metadata["name"], metadata["uid"], metadata.get("labels") or {}))
 
     def of_dag(self, dag_id: str) -> list[JobEvent]:
         return [event for event in self.events if event.labels.get(DAG_ID_LABEL) == dag_id]
