@@ -124,7 +124,7 @@ SYNC_TASK_KILL = (
     + """
 # Waits in the worker; the test SIGKILLs the task process mid-wait. The retry must reattach to
 # the job of try 1, and no other job may ever be created for the task. The job runs long enough
-# to be still live when the retry starts (a job finished meanwhile is not adopted).
+# to be still training when the retry starts: the retry joins a live wait, not a finished job.
 with DAG("rs_sync_task_kill", schedule=None, start_date=dt.datetime(2026, 1, 1), catchup=False) as dag:
     PyTorchJobOperator(
         task_id="train", image="ghcr.io/acme/train:1", workers=1, resources={"nvidia.com/gpu": 1},
