@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 import yaml
 from airflow.providers.cncf.kubernetes.hooks.kubernetes import KubernetesHook
 from kubernetes import watch
+from kubernetes.client import ApiClient
 
 from airflow_gang.exceptions import GangApiError
 from airflow_gang.hooks.errors import PYTORCHJOB_API, VOLCANO_API, ApiRequest, evaluate_discovery
@@ -63,6 +64,17 @@ class GangJobHook(JobPodsMixin, KubernetesHook):
     retry_policy: RetryPolicy = RetryPolicy()
 
     # -- plumbing ------------------------------------------------------------------------------
+
+    def get_conn(self) -> ApiClient:
+        """The cncf hook's client, with urllib3's own retries off.
+
+        urllib3 retries a refused or broken connection three times by itself and logs a WARNING
+        for each attempt; the hook's retry policy (and the waits' outage handling, one WARNING
+        per episode) retry instead, so an outage reads as one story in the task log.
+        """
+        api = super().get_conn()
+        api.rest_client.pool_manager.connection_pool_kw["retries"] = False
+        return api
 
     @contextlib.contextmanager
     def retries(self, policy: RetryPolicy) -> Iterator[GangJobHook]:
