@@ -83,12 +83,13 @@ with DAG("rs_replica_failure", schedule=None, start_date=dt.datetime(2026, 1, 1)
 ADOPT_AFTER_KILL = (
     _HEADER
     + """
-# Waits in the worker; the test SIGKILLs the task process. The retry must adopt the live job.
+# Waits in the worker, looking only every 60 s; the test SIGKILLs the task process after the job
+# Succeeded (the worker never saw it end). The retry must adopt the finished job, not train again.
 with DAG("rs_adopt_after_kill", schedule=None, start_date=dt.datetime(2026, 1, 1), catchup=False) as dag:
     PyTorchJobOperator(
         task_id="train", image="ghcr.io/acme/train:1", workers=1, resources={"nvidia.com/gpu": 1},
-        deferrable=False, retries=1, retry_delay=dt.timedelta(seconds=1), poll_interval=1,
-        pod_template=work(25),
+        deferrable=False, retries=1, retry_delay=dt.timedelta(seconds=1), poll_interval=60,
+        pod_template=work(3),
     )
 """
 )

@@ -206,14 +206,22 @@ def test_jobs_of_tasks_failed_from_outside_are_reaped(stack: AirflowStack, api: 
     assert f"deleting orphaned PyTorchJob default/{running_job}" in scheduler
 
 
-def test_the_retry_after_a_killed_task_process_adopts_the_live_job(
+def test_the_retry_after_a_task_process_killed_after_the_training_returns_its_result(
     stack: AirflowStack, api: k8s.ApiClient
 ) -> None:
+    """No retraining after success: the worker dies after the job Succeeded but before it looked
+    again; the retry adopts the finished job (same uid, its metrics and times), submits nothing.
+    (test_process_faults.py kills a task process while its job still runs.)"""
     run_id = stack.client.trigger("rs_adopt_after_kill")
     running = stack.client.wait_for_task_state(
         "rs_adopt_after_kill", run_id, "train", {"running"}, timeout=90
     )
     (job,) = eventually(lambda: jobs_of(api, "rs_adopt_after_kill"), timeout=60, message="no job")
+    eventually(
+        lambda: last_true_condition(current(api, job)) == "Succeeded",
+        timeout=60,
+        message="the job never succeeded",
+    )
     pid = eventually(lambda: pid_of_task(running["id"]), timeout=30, message="no task process")
     os.kill(pid, signal.SIGKILL)
     assert stack.client.wait_for_run("rs_adopt_after_kill", run_id, timeout=180) == "success"
@@ -225,8 +233,23 @@ def test_the_retry_after_a_killed_task_process_adopts_the_live_job(
         "?deserialize=true",
     )["value"]
     assert value["uid"] == job["metadata"]["uid"]
-    assert value["name"] == job["metadata"]["name"]
-    assert "reattaching to" in stack.client.task_log("rs_adopt_after_kill", run_id, "train", 2)
+    assert value["state"] == "succeeded"
+    assert value["metrics"] == {"accuracy": 0.9}, value
+    log = stack.client.task_log("rs_adopt_after_kill", run_id, "train", 2)
+    assert f"adopted finished job default/{job['metadata']['name']} from try 1" in log
+    assert "submitted PyTorchJob" not in log
+
+
+def current(api: k8s.ApiClient, job: dict[str, Any]) -> dict[str, Any]:
+    found: dict[str, Any] = k8s.CustomObjectsApi(api).get_namespaced_custom_object(
+        "kubeflow.org", "v1", "default", "pytorchjobs", job["metadata"]["name"]
+    )
+    return found
+
+
+def last_true_condition(job: dict[str, Any]) -> str | None:
+    conditions = [c for c in (job.get("status") or {}).get("conditions") or [] if c["status"] == "True"]
+    return conditions[-1]["type"] if conditions else None
 
 
 def test_an_admission_timeout_is_retried_and_the_retry_gets_the_gang(
