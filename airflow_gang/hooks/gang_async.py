@@ -343,6 +343,7 @@ class AsyncGangJobHook(AsyncKubernetesHook):
         field_selector: str | None = None,
         label_selector: str | None = None,
         timeout_seconds: int = 60,
+        on_open: Callable[[], None] | None = None,
     ) -> AsyncGenerator[JsonDict, None]:
         """Raw watch events ``{"type", "object"}`` after ``resource_version``, BOOKMARKs included.
 
@@ -357,6 +358,8 @@ class AsyncGangJobHook(AsyncKubernetesHook):
         :param field_selector: e.g. ``metadata.name=train-1``.
         :param label_selector: e.g. ``training.kubeflow.org/job-name=train-1``.
         :param timeout_seconds: server-side duration of this watch.
+        :param on_open: called once the server accepted the watch (before any event): a quiet
+            stream is a working one.
         """
         info = KINDS_BY_NAME[kind]
         request = ApiRequest("watch", info.resource, None, namespace)
@@ -382,6 +385,8 @@ class AsyncGangJobHook(AsyncKubernetesHook):
 
         api = await self._clients.client()
         response = await acall_with_retries(lambda: open_stream(api), request, self.retry_policy, self.log)
+        if on_open is not None:
+            on_open()
         try:
             async for line in response.content:
                 if not line.strip():

@@ -69,17 +69,21 @@ class ChangeFeed:
     async def _follow(self, kind: WatchedKind) -> None:
         field, label = self._selectors[kind]
         failures = gone = 0
+
+        def opened() -> None:
+            nonlocal failures
+            self._watching[kind] = True
+            if failures:
+                self.log.info("watch of %s for %s/%s is back", kind, self.namespace, self.name)
+            failures = 0
+
         while True:
             try:
                 _, version = await self.hook.list_with_version(
                     kind, self.namespace, field_selector=field, label_selector=label
                 )
                 self.changed.set()
-                if failures:
-                    self.log.info("watch of %s for %s/%s is back", kind, self.namespace, self.name)
-                    failures = 0
                 while True:
-                    self._watching[kind] = True
                     async for event in self.hook.watch(
                         kind,
                         self.namespace,
@@ -87,6 +91,7 @@ class ChangeFeed:
                         field_selector=field,
                         label_selector=label,
                         timeout_seconds=WATCH_SECONDS,
+                        on_open=opened,
                     ):
                         version = event["object"]["metadata"].get("resourceVersion", version)
                         gone = 0

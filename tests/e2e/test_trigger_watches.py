@@ -9,8 +9,8 @@ What the tests hold the trigger to:
 
 - with working watches it learns every change from them: no event is late although
   ``poll_interval`` is 10 minutes, and it re-reads the job only when something changed;
-- with watches that fail it falls back to polling and still reports in time; it should say so
-  once per kind, but says so on every retry (an ``xfail`` test shows it);
+- with watches that fail it falls back to polling and still reports in time, and says so once
+  per kind (the backoff grows; "is back" only once a watch really opened);
 - with watches cut after every event and ``410 Gone`` on resumes it re-lists and carries on;
 - an API outage shorter than ``api_unavailable_timeout`` is ridden out (one WARNING, one INFO,
   nothing deleted); a longer one ends the wait with ``api_unavailable``, nothing deleted.
@@ -229,15 +229,6 @@ def test_a_trigger_whose_watches_all_fail_polls_to_the_outcome(
     assert requests["get", JOB_RESOURCE] >= 2, requests
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "ChangeFeed._follow resets its failure count (and logs 'watch ... is back') as soon as the "
-        "re-list succeeds, before the watch is opened again: with watches that keep failing, the "
-        "'watch of <kind> ... failed' WARNING is logged again on every retry (about every 2 s per "
-        "kind) instead of once per episode, and the backoff never grows past 1 s"
-    ),
-)
 def test_failing_watches_are_reported_once_per_kind(
     submit: Callable[[str, float], Submitted], cluster: SimCluster, capfd: pytest.CaptureFixture[str]
 ) -> None:
