@@ -29,6 +29,7 @@ from typing import Any, Literal
 from kubernetes import client as k8s
 from kubernetes import watch as k8s_watch
 
+from airflow_gang.gang_state import last_true_condition
 from airflow_gang.naming import (
     DAG_ID_LABEL,
     MAP_INDEX_LABEL,
@@ -103,8 +104,10 @@ def dag_id_of(mode: str, gang: str, admission: bool) -> str:
 def chaos_dag_source(mode: str, gang: str, admission: bool) -> str:
     """One chaos DAG: fixed mode, gang and retry policy; per-run work from ``dag_run.conf``.
 
-    ``deferrable``, ``admission_timeout`` and ``retries`` are not templated, hence one DAG per
-    mode and gang, and separate admission DAGs (short timeout, one retry).
+    ``deferrable``, ``admission_timeout`` and ``retries`` are not template fields, hence one DAG
+    per mode and separate admission DAGs (short timeout, one retry); ``gang_scheduling`` is one,
+    but a DAG per gang mode keeps each DAG's runs alike in the UI. The templated fields
+    (``pod_template``, ``replica_resources``, ``labels``) carry the run's work.
     """
     values = {
         "__DAG_ID__": dag_id_of(mode, gang, admission),
@@ -284,15 +287,12 @@ def plan_faults(rng: random.Random, expected_seconds: float, victim_selector: st
 
 def outcome_of(job: JsonDict) -> str | None:
     """``Succeeded``/``Failed`` when the job's last true condition says it ended, else None."""
-    conditions = (job.get("status") or {}).get("conditions") or []
-    true = [condition.get("type") for condition in conditions if condition.get("status") == "True"]
-    return true[-1] if true and true[-1] in ("Succeeded", "Failed") else None
+    kind = (last_true_condition(job) or {}).get("type")
+    return str(kind) if kind in ("Succeeded", "Failed") else None
 
 
 def is_running(job: JsonDict) -> bool:
-    conditions = (job.get("status") or {}).get("conditions") or []
-    true = [condition.get("type") for condition in conditions if condition.get("status") == "True"]
-    return bool(true) and true[-1] == "Running"
+    return (last_true_condition(job) or {}).get("type") == "Running"
 
 
 @dataclass(frozen=True)
@@ -923,8 +923,8 @@ def watching(cluster: SimCluster) -> Iterator[JobWatch]:
 
 
 def expected_wall_seconds(count: int, concurrency: int) -> float:
-    """A rough run length, to spread the timed faults over it (measured: ~20 s per slot)."""
-    return max(90.0, count * 20.0 / concurrency)
+    """A rough run length, to spread the timed faults over it (measured: ~30 s per lifecycle and slot)."""
+    return max(90.0, count * 30.0 / concurrency)
 
 
 def run_chaos(

@@ -20,7 +20,7 @@ from airflow_gang.stack import AirflowStack
 from tests.realstack.chaos import run_chaos
 from tests.realstack.conftest import component_logs
 
-SEED = int(os.environ.get("GANG_CHAOS_SEED", "7"))
+SEED = int(os.environ.get("GANG_CHAOS_SEED", "25"))
 LIFECYCLES = int(os.environ.get("GANG_CHAOS_LIFECYCLES", "30"))
 CONCURRENCY = 6
 
