@@ -8,7 +8,7 @@ mark-failed or clear of the task, (c) the task's own give-up (``execution_timeou
 `run_chaos` drives N lifecycles (one DAG run each, at most K at once) against a running
 `SimCluster` and `AirflowStack` whose dags folder holds `CHAOS_DAG_FILES`, while the cluster
 injects faults, and returns a `ChaosReport`. What it measures comes from a watch of its own on
-every PyTorchJob (`JobWatch`, re-listing when its history is gone, so no ADDED/DELETED is lost),
+every PyTorchJob (`JobWatch`: it resumes from its last resourceVersion, so no ADDED/DELETED is lost),
 the task instances over REST, and the cluster at the end. The benchmark
 (``benchmarks/bench_chaos.py``) and the CI test (``test_chaos.py``) share it.
 """
@@ -27,6 +27,7 @@ from functools import partial
 from typing import Any, Literal
 
 from kubernetes import client as k8s
+from kubernetes import config as k8s_config
 from kubernetes import watch as k8s_watch
 
 from airflow_gang.gang_state import last_true_condition
@@ -327,10 +328,13 @@ class JobEvent:
 class JobWatch:
     """Every PyTorchJob ADDED or DELETED in the namespace, through faults and outages.
 
-    It resumes from the last resourceVersion after a cut stream, an error or an outage; when the
-    server no longer has that version (410) it lists again and infers what it missed from the
-    difference, so a job is never lost. Its own User-Agent makes its requests easy to tell apart
-    in the simulator's metrics; the fault spec targets it like any other client.
+    It resumes from the last resourceVersion after a cut stream, an error or an outage (the
+    server keeps every object and its event history through an outage), so it misses nothing.
+    Only when the server no longer has that version (410) does it list again and infer ADDED and
+    DELETED from the difference; a job created and deleted inside such a gap would be missed,
+    which is why the report counts re-lists and inferred events (and compares the end with a
+    final list). Its own User-Agent makes its requests easy to tell apart in the simulator's
+    metrics; the fault spec targets it like any other client.
     """
 
     def __init__(self, cluster: SimCluster) -> None:
@@ -364,9 +368,23 @@ class JobWatch:
     def now(self) -> float:
         return time.monotonic() - self._began
 
+    def _client(self) -> k8s.ApiClient:
+        """A client of its own: our User-Agent, and no urllib3 retries (the loop retries, quietly:
+        during an outage urllib3 would log a warning per refused connection)."""
+        apiserver = self._cluster.apiserver
+        if apiserver is None:
+            raise RuntimeError("the cluster is not running")
+        configuration = k8s.Configuration()
+        k8s_config.load_kube_config(
+            config_file=apiserver.local_kubeconfig_path, client_configuration=configuration
+        )
+        configuration.retries = 0
+        api = k8s.ApiClient(configuration)
+        api.user_agent = WATCH_USER_AGENT
+        return api
+
     def _run(self) -> None:
-        with self._cluster.api_client() as api:
-            api.user_agent = WATCH_USER_AGENT
+        with self._client() as api:
             custom = k8s.CustomObjectsApi(api)
             while not self._stop.is_set():
                 try:
@@ -754,13 +772,26 @@ def judge(stack: AirflowStack, run: Run, events: list[JobEvent], victim_deleted:
     if per_try != expected.jobs_per_try:
         problems.append(f"jobs per try {per_try}, expected {expected.jobs_per_try}")
     verdict = Verdict(run, expected, per_try, problems)
-    if expected.reason is not None or problems:
+    if expected.reason is not None:
         log = task_log(stack, lifecycle, max(run.try_number, 1))
-        if expected.reason is not None and expected.reason not in log:
+        if expected.reason not in log:
             problems.append(f"the log of try {run.try_number} does not name {expected.reason}")
-        if problems:
-            verdict.log_tail = "\n".join(log.splitlines()[-25:])
+    if problems:
+        verdict.log_tail = log_tails(stack, lifecycle, max(run.try_number, 1))
     return verdict
+
+
+BOILERPLATE = ("::group::", "::endgroup::", "DagBag", "bundles loaded", "startup parse", "/logs/dag_id=")
+
+
+def log_tails(stack: AirflowStack, lifecycle: Lifecycle, tries: int, lines: int = 20) -> str:
+    """The end of every try's log (the trigger's lines included, Airflow's boilerplate not)."""
+    blocks = []
+    for number in range(1, tries + 1):
+        log = task_log(stack, lifecycle, number).splitlines()
+        kept = [line for line in log if not any(noise in line for noise in BOILERPLATE)]
+        blocks.append(f"  [try {number}]\n" + "\n".join(kept[-lines:]))
+    return "\n".join(blocks)
 
 
 def task_log(stack: AirflowStack, lifecycle: Lifecycle, try_number: int) -> str:
