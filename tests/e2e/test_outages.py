@@ -134,16 +134,17 @@ def dag_values(out: Path, deferrable: bool, **overrides: Any) -> dict[str, Any]:
     return values
 
 
+# Each kind of outage in one mode each (CI time): the worker and the triggerer share the outage
+# handling (airflow_gang.outage), and test_trigger_watches.py covers the trigger under both.
 OUTAGES = pytest.mark.parametrize(
-    "faults",
+    ("faults", "deferrable"),
     [
-        pytest.param(STORM, id="503-storm"),
-        pytest.param({"seed": 3, "outages": [{"start": 0, "duration": 5}]}, id="listener-closed"),
+        pytest.param(STORM, True, id="503-storm-deferrable"),
+        pytest.param({"seed": 3, "outages": [{"start": 0, "duration": 5}]}, False, id="listener-closed-sync"),
     ],
 )
 
 
-@MODES
 @OUTAGES
 def test_an_outage_mid_wait_neither_fails_the_task_nor_deletes_the_job(
     write_dag: Callable[..., Any],
