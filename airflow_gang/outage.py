@@ -23,7 +23,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol, TypeVar
 
-from airflow_gang.exceptions import GangApiError, GangApiUnavailable, GangSpecError
+from airflow_gang.exceptions import GangApiError, GangApiUnavailable
+from airflow_gang.validation import positive_seconds
 
 T = TypeVar("T")
 # What an outage looks like from a client: no answer (status None: refused, reset, timed out,
@@ -50,19 +51,9 @@ def is_outage(error: BaseException) -> bool:
 
 def unavailable_timeout_seconds(value: Any) -> float | None:
     """``api_unavailable_timeout`` as seconds: a number, a timedelta or None (ride out forever)."""
-    if value in (None, "", "None"):
-        return None
-    try:
-        seconds = value.total_seconds() if isinstance(value, dt.timedelta) else float(value)
-    except (TypeError, ValueError):
-        seconds = 0.0
-    if not seconds > 0:
-        raise GangSpecError(
-            f"api_unavailable_timeout={value!r} is invalid: use a positive number of seconds or a "
-            "timedelta (None waits through an outage of any length)",
-            field="api_unavailable_timeout",
-        )
-    return float(seconds)
+    return positive_seconds(
+        value, "api_unavailable_timeout", none_means="waits through an outage of any length"
+    )
 
 
 class OutageStep(NamedTuple):

@@ -6,6 +6,7 @@ anything reaches a cluster, so a typo costs a second, not a trip through a GPU q
 
 from __future__ import annotations
 
+import datetime as dt
 import difflib
 import re
 from collections.abc import Mapping
@@ -439,3 +440,25 @@ def check_namespace(namespace: str) -> None:
 def env_var(name: str, value: str | dict[str, Any]) -> dict[str, Any]:
     """A container env entry: a literal value or a ``valueFrom`` source."""
     return {"name": name, "value": value} if isinstance(value, str) else {"name": name, "valueFrom": value}
+
+
+def positive_seconds(value: Any, field: str, *, none_means: str = "waits forever") -> float | None:
+    """A timeout given as seconds (a number, or text when templated) or a timedelta; None: no limit.
+
+    Anything else, zero or negative raises `GangSpecError` naming ``field``.
+
+    :param none_means: what None does, for the message (``waits forever``).
+    """
+    if value in (None, "", "None"):
+        return None
+    try:
+        seconds = value.total_seconds() if isinstance(value, dt.timedelta) else float(value)
+    except (TypeError, ValueError):
+        seconds = 0.0
+    if not seconds > 0:
+        raise GangSpecError(
+            f"{field}={value!r} is invalid: must be a positive number of seconds or a timedelta "
+            f"(None {none_means})",
+            field=field,
+        )
+    return float(seconds)

@@ -17,8 +17,8 @@ from airflow.sdk import BaseOperator
 
 from airflow_gang.exceptions import GangSpecError
 from airflow_gang.naming import identity_labels, job_name
-from airflow_gang.operators import lifecycle
 from airflow_gang.spec import GangJobSpec
+from airflow_gang.validation import positive_seconds
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -191,7 +191,7 @@ class GangJobArguments(BaseOperator):
         if self.admission_timeout is NOT_SET:
             configured = conf.get("gang", "default_admission_timeout", fallback="1800")
             return float(configured) if configured else None
-        return lifecycle.positive_seconds(self.admission_timeout, "admission_timeout")
+        return positive_seconds(self.admission_timeout, "admission_timeout")
 
     def identity(self, context: Context) -> tuple[str, dict[str, str]]:
         """The job's name and the identity labels of this task instance try."""

@@ -112,26 +112,6 @@ def resume_not_before() -> str:
     return (dt.datetime.now(dt.UTC) + dt.timedelta(seconds=resume_hold_seconds())).isoformat()
 
 
-def positive_seconds(value: Any, field: str) -> float | None:
-    """A timeout given as seconds (a number, or text when templated) or a timedelta; None waits forever.
-
-    Anything else, zero or negative raises `GangSpecError` naming ``field``.
-    """
-    if value in (None, "", "None"):
-        return None
-    try:
-        seconds = value.total_seconds() if isinstance(value, dt.timedelta) else float(value)
-    except (TypeError, ValueError):
-        seconds = 0.0
-    if not seconds > 0:
-        raise GangSpecError(
-            f"{field}={value!r} is invalid: must be a positive number of seconds or a timedelta "
-            "(None waits forever)",
-            field=field,
-        )
-    return float(seconds)
-
-
 def result(
     job: JsonDict,
     state: str,

@@ -26,6 +26,7 @@ from airflow_gang.operators import cleanup, lifecycle
 from airflow_gang.outage import DEFAULT_API_UNAVAILABLE_TIMEOUT, Outage, ride_out, unavailable_timeout_seconds
 from airflow_gang.timeline import parse_time
 from airflow_gang.triggers.gang import GangJobTrigger
+from airflow_gang.validation import positive_seconds
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -92,7 +93,7 @@ class _GangJobSensor(BaseSensorOperator):
         raise NotImplementedError
 
     def _admission_timeout_seconds(self) -> float | None:
-        return lifecycle.positive_seconds(self.admission_timeout, "admission_timeout")
+        return positive_seconds(self.admission_timeout, "admission_timeout")
 
     def _admission_deadline(self, job: dict[str, Any] | None) -> dt.datetime | None:
         """Creation time + ``admission_timeout``: the operator's clock, whoever waits."""
