@@ -262,15 +262,7 @@ class GangJobTrigger(BaseTrigger):
             if status.finished:
                 return self._event(status.phase.value, seen, status.message)
             if waiting_for_admission and self._past(self.admission_deadline):
-                await delete_gang(
-                    hook,
-                    self.name,
-                    self.namespace,
-                    self.uid,
-                    gang_scheduling=self.gang_scheduling,
-                    timeout=_DELETE_CONFIRM_SECONDS,
-                    log=self.log,
-                )
+                await self._delete(hook)
                 return self._event(
                     "admission_timeout",
                     seen,
@@ -344,6 +336,17 @@ class GangJobTrigger(BaseTrigger):
             },
         }
 
+    async def _delete(self, hook: AsyncGangJobHook) -> bool:
+        return await delete_gang(
+            hook,
+            self.name,
+            self.namespace,
+            self.uid,
+            gang_scheduling=self.gang_scheduling,
+            timeout=_DELETE_CONFIRM_SECONDS,
+            log=self.log,
+        )
+
     async def on_kill(self) -> None:
         """The user marked the deferred task failed/success or cleared it: delete what we submitted."""
         if self._event_sent or not self.delete_on_kill:
@@ -351,14 +354,6 @@ class GangJobTrigger(BaseTrigger):
         hook = await self.hook()
         try:
             self.log.info("task killed: deleting PyTorchJob %s/%s", self.namespace, self.name)
-            await delete_gang(
-                hook,
-                self.name,
-                self.namespace,
-                self.uid,
-                gang_scheduling=self.gang_scheduling,
-                timeout=_DELETE_CONFIRM_SECONDS,
-                log=self.log,
-            )
+            await self._delete(hook)
         finally:
             await hook.close()
