@@ -115,6 +115,7 @@ class PyTorchJobOperator(GangJobArguments):
         self.reuse_succeeded_job = reuse_succeeded_job
         self._submitted: JsonDict | None = None
         self._waiter: WorkerWait | None = None
+        self._reattached = False
 
     # --- building blocks ----------------------------------------------------------------------
 
@@ -182,40 +183,15 @@ class PyTorchJobOperator(GangJobArguments):
         self, context: Context, spec: GangJobSpec, name: str, namespace: str, identity: dict[str, str]
     ) -> JsonDict:
         stored = state_store.read(context, STATE_STORE_JOB_KEY)
-        attached = submission.find_job_to_attach(
+        job, attached = submission.take_over_or_submit(
             self.hook,
-            namespace,
-            identity,
+            spec,
+            submission.Target(name, namespace, identity),
             stored=stored if isinstance(stored, dict) else None,
             reuse_succeeded=self.reuse_succeeded_job,
+            logger=self.log,
         )
-        gang = spec.gang_scheduling.value
-        if attached is not None:
-            job = attached.job
-            self.log.info(
-                "%s %s/%s from try %s (uid %s)",
-                "adopted finished job" if attached.finished else "reattaching to live PyTorchJob",
-                namespace,
-                job["metadata"]["name"],
-                attached.from_try,
-                job["metadata"]["uid"],
-            )
-            if gang == "provider":
-                submission.ensure_podgroup_owner(self.hook, job, self.log)
-            return job
-        if gang == "provider":
-            submission.sweep_orphan_podgroups(self.hook, namespace, identity, self.log)
-        job_manifest = spec.build_pytorchjob(name, namespace, labels=identity)
-        podgroup_manifest = spec.build_podgroup(name, namespace, labels=identity)
-        job, adopted = submission.submit(self.hook, job_manifest, podgroup_manifest, namespace, identity)
-        self.log.info(
-            "%s PyTorchJob %s/%s (uid %s) in queue %s",
-            "adopted" if adopted else "submitted",
-            namespace,
-            job["metadata"]["name"],
-            job["metadata"]["uid"],
-            spec.effective_queue,
-        )
+        self._reattached = attached is not None and not attached.finished
         return job
 
     def _remember(self, context: Context, job: JsonDict, *, delivered: bool = False) -> None:
@@ -231,7 +207,9 @@ class PyTorchJobOperator(GangJobArguments):
 
     # --- waiting in the worker ----------------------------------------------------------------
 
-    def _wait_in_worker(self, context: Context, job: JsonDict, plan: WaitPlan, outage: Outage) -> JsonDict:
+    def _wait_in_worker(
+        self, context: Context, job: JsonDict, plan: WaitPlan, outage: Outage
+    ) -> JsonDict | None:
         self._waiter = WorkerWait(
             self.hook,
             self.log,
@@ -248,11 +226,13 @@ class PyTorchJobOperator(GangJobArguments):
             raise
         return self._conclude(context, job, end, outage)
 
-    def _conclude(self, context: Context, job: JsonDict, end: WaitEnd, outage: Outage) -> JsonDict:
+    def _conclude(self, context: Context, job: JsonDict, end: WaitEnd, outage: Outage) -> JsonDict | None:
         name, namespace = job["metadata"]["name"], job["metadata"]["namespace"]
         status = end.seen.status
         if end.kind == "lost":
             self._submitted = None
+            if self._reattached:
+                return self._earlier_job_gone(context, name, namespace)
             raise GangJobLost(
                 f"PyTorchJob {namespace}/{name} was deleted while waiting", name=name, namespace=namespace
             )
@@ -325,7 +305,8 @@ class PyTorchJobOperator(GangJobArguments):
             api_unavailable_timeout=unavailable_timeout_seconds(self.api_unavailable_timeout),
             **plan.kwargs(),
         )
-        self.defer(trigger=trigger, method_name="execute_complete", timeout=timeout, kwargs=plan.kwargs())
+        kwargs = {**plan.kwargs(), "reattached": self._reattached}
+        self.defer(trigger=trigger, method_name="execute_complete", timeout=timeout, kwargs=kwargs)
 
     def execute_complete(self, context: Context, event: dict[str, Any], **wait: Any) -> Any:
         name, namespace, status = event["name"], event["namespace"], event["status"]
@@ -339,6 +320,8 @@ class PyTorchJobOperator(GangJobArguments):
                 message, unavailable_seconds=0.0, last_error=message, name=name, namespace=namespace
             )
         if status == "lost":
+            if wait.pop("reattached", False):
+                return self._earlier_job_gone(context, name, namespace)
             raise GangJobLost(message, name=name, namespace=namespace)
         if status == "admission_timeout":
             raise GangAdmissionTimeout(
@@ -391,6 +374,21 @@ class PyTorchJobOperator(GangJobArguments):
         self._remember(context, job, delivered=True)
         self._submitted = None
         return value
+
+    def _earlier_job_gone(self, context: Context, name: str, namespace: str) -> JsonDict | None:
+        """The job of an earlier try this try reattached to was deleted: start over with a new one.
+
+        That try was cleared or marked failed by a person while this one started, and its
+        ``on_kill`` deleted the job after this try had found it (the clear means "train again").
+        """
+        self.log.warning(
+            "PyTorchJob %s/%s of an earlier try was deleted (that try was cleared or killed): "
+            "submitting a new job",
+            namespace,
+            name,
+        )
+        self._reattached = False
+        return self.execute(context)
 
     def on_kill(self) -> None:
         """The task was killed while waiting in the worker: delete the job and its PodGroup."""

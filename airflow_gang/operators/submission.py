@@ -26,9 +26,18 @@ from airflow_gang.gang_state import last_true_condition
 from airflow_gang.hooks.gang import GangJobHook
 from airflow_gang.naming import MANAGED_BY_LABEL, MANAGED_BY_VALUE, TRY_NUMBER_LABEL, identity_selector
 from airflow_gang.operators.cleanup import owned_by
+from airflow_gang.spec import GangJobSpec
 
 JsonDict = dict[str, Any]
 log = logging.getLogger(__name__)
+
+
+class Target(NamedTuple):
+    """The job this try would submit: its name, namespace and identity labels."""
+
+    name: str
+    namespace: str
+    identity: dict[str, str]
 
 
 class Attached(NamedTuple):
@@ -101,6 +110,51 @@ def find_job_to_attach(
         return None
     newest = max(succeeded, key=lambda job: str(job["metadata"].get("creationTimestamp") or ""))
     return Attached(newest, True, try_of(newest))
+
+
+def take_over_or_submit(
+    hook: GangJobHook,
+    spec: GangJobSpec,
+    target: Target,
+    *,
+    stored: JsonDict | None,
+    reuse_succeeded: bool,
+    logger: logging.Logger | Any = log,
+) -> tuple[JsonDict, Attached | None]:
+    """The job this try waits for: an earlier try's (see `find_job_to_attach`) or a new one.
+
+    Returns the job and, when it was taken over, how.
+    """
+    name, namespace, identity = target
+    gang = spec.gang_scheduling.value
+    attached = find_job_to_attach(hook, namespace, identity, stored=stored, reuse_succeeded=reuse_succeeded)
+    if attached is not None:
+        job = attached.job
+        logger.info(
+            "%s %s/%s from try %s (uid %s)",
+            "adopted finished job" if attached.finished else "reattaching to live PyTorchJob",
+            namespace,
+            job["metadata"]["name"],
+            attached.from_try,
+            job["metadata"]["uid"],
+        )
+        if gang == "provider":
+            ensure_podgroup_owner(hook, job, logger)
+        return job, attached
+    if gang == "provider":
+        sweep_orphan_podgroups(hook, namespace, identity, logger)
+    job_manifest = spec.build_pytorchjob(name, namespace, labels=identity)
+    podgroup_manifest = spec.build_podgroup(name, namespace, labels=identity)
+    job, adopted = submit(hook, job_manifest, podgroup_manifest, namespace, identity)
+    logger.info(
+        "%s PyTorchJob %s/%s (uid %s) in queue %s",
+        "adopted" if adopted else "submitted",
+        namespace,
+        job["metadata"]["name"],
+        job["metadata"]["uid"],
+        spec.effective_queue,
+    )
+    return job, None
 
 
 def sweep_orphan_podgroups(

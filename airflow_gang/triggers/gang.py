@@ -141,6 +141,7 @@ class GangJobTrigger(BaseTrigger):
         self.api_unavailable_timeout = api_unavailable_timeout
         del report_phase_changes, reported_phase  # see the docstring
         self._event_sent = False
+        self._connection_extras: dict[str, Any] | None = None
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -175,10 +176,13 @@ class GangJobTrigger(BaseTrigger):
         retrying = await asyncio.to_thread(importlib.import_module, "airflow_gang.hooks.retrying")
         kwargs = dict(self.hook_kwargs or {})
         kwargs.setdefault("conn_id", self.kubernetes_conn_id)
+        if self._connection_extras is not None:
+            # Looked up once per trigger: on_kill must not wait on the supervisor a second time.
+            kwargs.setdefault("connection_extras", self._connection_extras)
         hook: AsyncGangJobHook = module.AsyncGangJobHook(**kwargs)
         # The connection is looked up here, on the triggerer's loop (its supervisor serves it),
         # so its extras are cached before the client is built in a worker thread.
-        await hook.get_conn_extras()
+        self._connection_extras = await hook.get_conn_extras()
         # Each look retries briefly and quietly; outages are reported once per episode (_wait).
         hook.retry_policy = retrying.WAIT_RETRY_POLICY
         return hook
@@ -243,6 +247,12 @@ class GangJobTrigger(BaseTrigger):
                 self.log.info("gang job %s/%s: %s", self.namespace, self.name, line)
                 last_line = line
             if status.phase is GangPhase.LOST:
+                if waiting_for_admission and self._past(self.admission_deadline):
+                    # Gone after its admission deadline: this trigger (or its predecessor in a
+                    # triggerer that died before reporting) deleted it for that deadline.
+                    return self._event(
+                        "admission_timeout", seen, f"gang not admitted by {self.admission_deadline}"
+                    )
                 return self._event(
                     "lost", seen, f"PyTorchJob {self.namespace}/{self.name} was deleted while waiting"
                 )

@@ -9,6 +9,8 @@ the ``train`` task of the same DAG run. Then ``train`` runs, as a retry would.
 from __future__ import annotations
 
 import json
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -17,8 +19,9 @@ import pytest
 from kubernetes import client as k8s
 
 from airflow_gang.naming import DAG_ID_LABEL
+from airflow_gang.sim.cluster import SimCluster
 from tests.e2e.conftest import task_states
-from tests.e2e.test_scenarios import PODGROUPS, delete_job, jobs_of
+from tests.e2e.test_scenarios import PODGROUPS, PYTORCHJOBS, delete_job, jobs_of
 
 pytestmark = pytest.mark.usefixtures("kube_connection")
 MODES = pytest.mark.parametrize("deferrable", [False, True], ids=["sync", "deferrable"])
@@ -36,14 +39,19 @@ from airflow_gang.spec import GangJobSpec
 
 SCENARIO = __SCENARIO__
 EARLIER = "earlier-" + "__DAG_ID__"[-10:]
-JOB = dict(
-    image="ghcr.io/acme/train:1", workers=1, resources={"nvidia.com/gpu": 1}, restart_policy="Never",
-    pod_template={"metadata": {"annotations": {
-        "sim.airflow-gang.io/duration": "3" if SCENARIO == "unowned_podgroup" else "1",
-        "sim.airflow-gang.io/log": "accuracy=0.91",
-        "sim.airflow-gang.io/exit-code": "1" if SCENARIO == "failed" else "0",
-    }}},
-)
+EARLIER_SECONDS = {"unowned_podgroup": "3", "cleared_meanwhile": "60"}.get(SCENARIO, "1")
+
+
+def job(seconds):
+    return dict(
+        image="ghcr.io/acme/train:1", workers=1, resources={"nvidia.com/gpu": 1}, restart_policy="Never",
+        pod_template={"metadata": {"annotations": {
+            "sim.airflow-gang.io/duration": seconds,
+            "sim.airflow-gang.io/log": "accuracy=0.91",
+            "sim.airflow-gang.io/exit-code": "1" if SCENARIO == "failed" else "0",
+        }}},
+    )
+
 
 with DAG("__DAG_ID__", schedule=None, start_date=dt.datetime(2026, 1, 1), catchup=False) as dag:
 
@@ -51,13 +59,13 @@ with DAG("__DAG_ID__", schedule=None, start_date=dt.datetime(2026, 1, 1), catchu
     def earlier_try(**context):
         hook = GangJobHook()
         labels = identity_labels("__DAG_ID__", "train", context["run_id"], -1, 1)
-        spec = GangJobSpec(**JOB)
+        spec = GangJobSpec(**job(EARLIER_SECONDS))
         hook.create_podgroup(spec.build_podgroup(EARLIER, "default", labels=labels), "default")
         if SCENARIO == "orphan_podgroup":
             return  # the worker died between the PodGroup and the PyTorchJob
-        job = hook.create_pytorchjob(spec.build_pytorchjob(EARLIER, "default", labels=labels), "default")
+        created = hook.create_pytorchjob(spec.build_pytorchjob(EARLIER, "default", labels=labels), "default")
         if SCENARIO in ("succeeded", "failed"):  # it died while the job ran to its end
-            hook.set_podgroup_owner(EARLIER, "default", job)
+            hook.set_podgroup_owner(EARLIER, "default", created)
             wanted = "Succeeded" if SCENARIO == "succeeded" else "Failed"
             deadline = time.monotonic() + 60
             while time.monotonic() < deadline:
@@ -68,7 +76,7 @@ with DAG("__DAG_ID__", schedule=None, start_date=dt.datetime(2026, 1, 1), catchu
             raise RuntimeError(f"the earlier job never reached {wanted}")
 
     train = PyTorchJobOperator(
-        task_id="train", deferrable=__DEFERRABLE__, poll_interval=0.2, delete_on_finish="never", **JOB,
+        task_id="train", deferrable=__DEFERRABLE__, poll_interval=0.2, delete_on_finish="never", **job("1"),
     )
 
     @task
@@ -181,5 +189,55 @@ def test_a_failed_job_of_an_earlier_try_is_not_adopted(
         names = sorted(job["metadata"]["name"] for job in jobs_of(api, dag.dag_id))
         assert len(names) == 2
         assert f"earlier-{dag.dag_id[-10:]}" in names
+    finally:
+        cleanup(api, dag.dag_id)
+
+
+@MODES
+def test_a_reattached_job_deleted_by_its_cleared_try_is_replaced_by_a_new_one(
+    write_dag: Callable[..., Any],
+    cluster: SimCluster,
+    api: k8s.ApiClient,
+    tmp_path: Path,
+    capfd: pytest.CaptureFixture[str],
+    deferrable: bool,
+) -> None:
+    """The race a person's clear starts: the new try reattaches to the earlier try's live job, then
+    the earlier try's ``on_kill`` deletes it. The clear means "train again": a new job, not a
+    `GangJobLost`. The deletion is timed on the reattach itself (it gives the PodGroup its owner)."""
+    out = tmp_path / "result.json"
+    dag = write_dag(TAKE_OVER_DAG, scenario="cleared_meanwhile", deferrable=deferrable, out=str(out))
+    earlier = f"earlier-{dag.dag_id[-10:]}"
+
+    def delete_once_reattached() -> None:
+        with cluster.api_client() as client:
+            custom = k8s.CustomObjectsApi(client)
+            deadline = time.monotonic() + 90
+            while time.monotonic() < deadline:
+                try:
+                    owners = custom.get_namespaced_custom_object(*PODGROUPS, earlier)["metadata"].get(
+                        "ownerReferences"
+                    )
+                except k8s.ApiException:
+                    owners = None
+                if owners:
+                    custom.delete_namespaced_custom_object(
+                        *PYTORCHJOBS, earlier, body={"propagationPolicy": "Foreground"}
+                    )
+                    return
+                time.sleep(0.1)
+
+    deleter = threading.Thread(target=delete_once_reattached, daemon=True)
+    deleter.start()
+    try:
+        dag_run = dag.test()
+        deleter.join(10)
+        assert task_states(dag_run) == {"earlier_try": "success", "train": "success", "record": "success"}
+        result = json.loads(out.read_text())
+        assert result["name"] != earlier
+        assert result["state"] == "succeeded"
+        output = capfd.readouterr().out
+        assert f"reattaching to live PyTorchJob default/{earlier} from try 1" in output
+        assert f"PyTorchJob default/{earlier} of an earlier try was deleted" in output
     finally:
         cleanup(api, dag.dag_id)
