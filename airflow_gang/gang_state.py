@@ -245,3 +245,9 @@ def failing_replica(pods: list[JsonDict], container: str = "pytorch") -> Replica
 
 def master_pod_name(job_name: str) -> str:
     return f"{job_name}-master-0"
+
+
+def owned_by(obj: JsonDict, uid: str | None) -> bool:
+    """Whether ``obj`` lists ``uid`` among its ownerReferences."""
+    references = (obj.get("metadata") or {}).get("ownerReferences") or []
+    return uid is not None and any(reference.get("uid") == uid for reference in references)

@@ -161,17 +161,9 @@ def ride_out(
         try:
             value = call()
         except GangApiError as error:
-            if not is_outage(error):
-                raise
-            step = outage.failed(error)
-            if step.warning:
-                log.warning(step.warning)
-            if step.exceeded:
-                raise outage.unavailable(name=name, namespace=namespace) from error
-            sleep(step.delay)
+            sleep(_backoff_or_raise(error, outage, log, name=name, namespace=namespace))
             continue
-        if (message := outage.recovered()) is not None:
-            log.info(message)
+        _end_episode(outage, log)
         return value
 
 
@@ -188,18 +180,29 @@ async def aride_out(
         try:
             value = await call()
         except GangApiError as error:
-            if not is_outage(error):
-                raise
-            step = outage.failed(error)
-            if step.warning:
-                log.warning(step.warning)
-            if step.exceeded:
-                raise outage.unavailable(name=name, namespace=namespace) from error
-            await asyncio.sleep(step.delay)
+            await asyncio.sleep(_backoff_or_raise(error, outage, log, name=name, namespace=namespace))
             continue
-        if (message := outage.recovered()) is not None:
-            log.info(message)
+        _end_episode(outage, log)
         return value
+
+
+def _backoff_or_raise(
+    error: GangApiError, outage: Outage, log: OutageLog, *, name: str | None, namespace: str | None
+) -> float:
+    """The one decision of both loops: re-raise a refusal, give up past the timeout, else back off."""
+    if not is_outage(error):
+        raise error
+    step = outage.failed(error)
+    if step.warning:
+        log.warning(step.warning)
+    if step.exceeded:
+        raise outage.unavailable(name=name, namespace=namespace) from error
+    return step.delay
+
+
+def _end_episode(outage: Outage, log: OutageLog) -> None:
+    if (message := outage.recovered()) is not None:
+        log.info(message)
 
 
 def _utc_now() -> dt.datetime:

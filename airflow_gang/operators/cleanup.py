@@ -17,6 +17,7 @@ import time
 from typing import Any
 
 from airflow_gang.exceptions import GangApiError, GangApiUnavailable
+from airflow_gang.gang_state import owned_by
 from airflow_gang.hooks.gang import GangJobHook
 from airflow_gang.outage import Outage, ride_out
 
@@ -35,12 +36,6 @@ def kill_budget_seconds() -> float:
 
     grace = conf.getfloat("core", "killed_task_cleanup_time", fallback=60.0)
     return max(5.0, grace - 10.0)
-
-
-def owned_by(obj: JsonDict, uid: str | None) -> bool:
-    """Whether ``obj`` lists ``uid`` among its ownerReferences."""
-    references = (obj.get("metadata") or {}).get("ownerReferences") or []
-    return uid is not None and any(reference.get("uid") == uid for reference in references)
 
 
 def delete_gang(

@@ -13,6 +13,7 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 from airflow_gang.exceptions import GangApiError, GangApiUnavailable
+from airflow_gang.gang_state import owned_by
 from airflow_gang.outage import Outage, OutageLog, aride_out
 
 if TYPE_CHECKING:
@@ -51,7 +52,7 @@ async def delete_gang(
         if podgroup is None:
             return
         references = podgroup["metadata"].get("ownerReferences") or []
-        if references and not any(reference.get("uid") == uid for reference in references):
+        if references and not owned_by(podgroup, uid):
             return
         try:
             await hook.delete_podgroup(name, namespace, uid=podgroup["metadata"].get("uid"))
