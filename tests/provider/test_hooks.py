@@ -706,9 +706,8 @@ async def test_async_calls_are_retried_through_dropped_connections_and_503s(
 # -- connections, and the permissions the hooks need ---------------------------------------------
 
 
-async def test_hook_from_an_airflow_connection_and_handed_to_the_triggerer(
-    cluster: SimCluster, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def ml_team_connection(cluster: SimCluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``kubernetes_default`` from the environment: the cluster's kubeconfig file, namespace ml-team."""
     monkeypatch.setenv(
         "AIRFLOW_CONN_KUBERNETES_DEFAULT",
         json.dumps(
@@ -718,6 +717,21 @@ async def test_hook_from_an_airflow_connection_and_handed_to_the_triggerer(
             }
         ),
     )
+
+
+async def trigger_reads_the_queue(hook_kwargs: dict[str, Any]) -> bool:
+    """Whether a trigger given these kwargs reaches the cluster (reads the default queue)."""
+    async_hook = await GangJobTrigger("any", "default", "uid", hook_kwargs=hook_kwargs).hook()
+    try:
+        return await async_hook.get_queue("default") is not None
+    finally:
+        await async_hook.close()
+
+
+async def test_hook_from_an_airflow_connection_and_handed_to_the_triggerer(
+    cluster: SimCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ml_team_connection(cluster, monkeypatch)
     hook = GangJobHook()
     assert hook.get_namespace() == "ml-team"
     assert hook.get_queue("default") is not None
@@ -729,27 +743,14 @@ async def test_hook_from_an_airflow_connection_and_handed_to_the_triggerer(
     assert cluster.apiserver.token not in json.dumps(kwargs)
     # The trigger looks the connection up where it runs (here from the environment, in a
     # triggerer through its supervisor).
-    trigger = GangJobTrigger("any", "default", "uid", hook_kwargs=kwargs)
-    async_hook = await trigger.hook()
-    try:
-        assert await async_hook.get_queue("default") is not None
-    finally:
-        await async_hook.close()
+    assert await trigger_reads_the_queue(kwargs)
 
 
 async def test_kubeconfig_content_travels_only_when_configured_to(
     cluster: SimCluster, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``[gang] kubeconfig_to_triggerer``: for a kubeconfig file that exists on workers alone."""
-    monkeypatch.setenv(
-        "AIRFLOW_CONN_KUBERNETES_DEFAULT",
-        json.dumps(
-            {
-                "conn_type": "kubernetes",
-                "extra": {"kube_config_path": cluster.kubeconfig_path, "namespace": "ml-team"},
-            }
-        ),
-    )
+    ml_team_connection(cluster, monkeypatch)
     monkeypatch.setenv("AIRFLOW__GANG__KUBECONFIG_TO_TRIGGERER", "True")
     kwargs = GangJobHook().async_hook_kwargs()
     json.dumps(kwargs)  # what a trigger serialises
@@ -757,12 +758,7 @@ async def test_kubeconfig_content_travels_only_when_configured_to(
     assert kwargs["config_dict"]["current-context"]
     # The triggerer has no such connection: the kwargs alone must do.
     monkeypatch.delenv("AIRFLOW_CONN_KUBERNETES_DEFAULT")
-    trigger = GangJobTrigger("any", "default", "uid", hook_kwargs=kwargs)
-    async_hook = await trigger.hook()
-    try:
-        assert await async_hook.get_queue("default") is not None
-    finally:
-        await async_hook.close()
+    assert await trigger_reads_the_queue(kwargs)
 
 
 def rbac_rule(method: str, url: str) -> tuple[str, str, str] | None:
