@@ -189,6 +189,9 @@ class PyTorchJobOperator(GangJobArguments):
             submission.Target(name, namespace, identity),
             stored=stored if isinstance(stored, dict) else None,
             reuse_succeeded=self.reuse_succeeded_job,
+            first_try=submission.first_try_since_clear(
+                int(getattr(context["ti"], "max_tries", 0) or 0), int(self.retries or 0)
+            ),
             logger=self.log,
         )
         self._reattached = attached is not None and not attached.finished

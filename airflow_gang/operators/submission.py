@@ -9,7 +9,14 @@ map index, try), so a try finds what earlier tries left, whatever happened to th
   retry after a crash that happened after the training ended returns its result, it does not
   train the model again. A Failed one is never adopted;
 - a **PodGroup no job owns** (a crash between creating the PodGroup and the PyTorchJob, or a
-  cleanup cut short) holds queue capacity in Volcano: it is deleted before submitting.
+  cleanup cut short) holds queue capacity in Volcano: it is deleted before submitting;
+- a job of a try **before the task's last clear** is never taken over: a person cleared the task
+  to run it again. Such a job is normally gone already (the cleared try's ``on_kill``), but a
+  clear that lands while the try hands over to the triggerer, or while the triggerer is down,
+  runs none of our code; the next try deletes it then. Airflow counts the tries since the last
+  clear from ``max_tries``: a clear sets ``max_tries = try_number + retries``, so the first try
+  after it is ``max_tries - retries + 1`` (`first_try_since_clear`, as the Task SDK's own
+  reschedule lookup does).
 
 Submission creates PodGroup then PyTorchJob, then makes the job own the PodGroup; a 409 from a
 create whose first attempt's reply was lost adopts the object when its labels are ours.
@@ -25,6 +32,7 @@ from airflow_gang.exceptions import GangApiError
 from airflow_gang.gang_state import last_true_condition, owned_by
 from airflow_gang.hooks.gang import GangJobHook
 from airflow_gang.naming import MANAGED_BY_LABEL, MANAGED_BY_VALUE, TRY_NUMBER_LABEL, identity_selector
+from airflow_gang.operators.cleanup import delete_gang
 from airflow_gang.spec import GangJobSpec
 
 JsonDict = dict[str, Any]
@@ -49,6 +57,16 @@ class Attached(NamedTuple):
 
 def try_of(job: JsonDict) -> str:
     return str(((job.get("metadata") or {}).get("labels") or {}).get(TRY_NUMBER_LABEL, "?"))
+
+
+def first_try_since_clear(max_tries: int, retries: int) -> int:
+    """The first try number after the task instance's last clear (1 if it was never cleared)."""
+    return max(1, max_tries - retries + 1)
+
+
+def _try_number(obj: JsonDict) -> int | None:
+    text = try_of(obj)
+    return int(text) if text.isdigit() else None
 
 
 def is_ours(obj: JsonDict, identity: dict[str, str]) -> bool:
@@ -79,13 +97,19 @@ def find_job_to_attach(
     *,
     stored: JsonDict | None,
     reuse_succeeded: bool,
+    first_try: int = 1,
 ) -> Attached | None:
     """The earlier try's job this try should take over, if any (see the module docstring).
 
     :param stored: the task state store's ``pytorchjob`` entry (name, namespace, uid, and
         ``delivered`` once a try returned that job's result: a cleared task then trains anew).
+    :param first_try: `first_try_since_clear`; jobs of earlier tries are not taken over.
     """
-    jobs = hook.find_pytorchjobs(namespace, identity_selector(identity))
+    jobs = [
+        job
+        for job in hook.find_pytorchjobs(namespace, identity_selector(identity))
+        if (_try_number(job) or first_try) >= first_try
+    ]
     live = [job for job in jobs if is_live(job)]
     if len(live) > 1:
         names = ", ".join(sorted(job["metadata"]["name"] for job in live))
@@ -118,15 +142,20 @@ def take_over_or_submit(
     *,
     stored: JsonDict | None,
     reuse_succeeded: bool,
+    first_try: int = 1,
     logger: logging.Logger | Any = log,
 ) -> tuple[JsonDict, Attached | None]:
     """The job this try waits for: an earlier try's (see `find_job_to_attach`) or a new one.
 
-    Returns the job and, when it was taken over, how.
+    Returns the job and, when it was taken over, how. Live jobs of tries before ``first_try``
+    (`first_try_since_clear`) are deleted first: their task was cleared.
     """
     name, namespace, identity = target
     gang = spec.gang_scheduling.value
-    attached = find_job_to_attach(hook, namespace, identity, stored=stored, reuse_succeeded=reuse_succeeded)
+    retire_cleared_jobs(hook, namespace, identity, first_try, logger)
+    attached = find_job_to_attach(
+        hook, namespace, identity, stored=stored, reuse_succeeded=reuse_succeeded, first_try=first_try
+    )
     if attached is not None:
         job = attached.job
         logger.info(
@@ -154,6 +183,40 @@ def take_over_or_submit(
         spec.effective_queue,
     )
     return job, None
+
+
+def retire_cleared_jobs(
+    hook: GangJobHook,
+    namespace: str,
+    identity: dict[str, str],
+    first_try: int,
+    logger: logging.Logger | Any = log,
+) -> list[str]:
+    """Delete the live jobs of tries before ``first_try``: a person cleared the task since.
+
+    Returns their names. The deletes are confirmed (bounded), so their GPUs are back in the queue
+    before this try's gang asks for them.
+    """
+    if first_try <= 1:
+        return []
+    retired = []
+    for job in hook.find_pytorchjobs(namespace, identity_selector(identity)):
+        number = _try_number(job)
+        if number is None or number >= first_try or not is_live(job):
+            continue
+        metadata = job["metadata"]
+        logger.warning(
+            "PyTorchJob %s/%s of try %s is still live, but the task was cleared after that try: deleting it "
+            "(the cleared try could not)",
+            namespace,
+            metadata["name"],
+            number,
+        )
+        delete_gang(
+            hook, metadata["name"], namespace, metadata.get("uid"), reason="task cleared", logger=logger
+        )
+        retired.append(metadata["name"])
+    return retired
 
 
 def sweep_orphan_podgroups(
