@@ -56,6 +56,10 @@ class ChangeFeed:
         """Every follower is watching: events arrive without polling."""
         return all(self._watching.values())
 
+    def look(self) -> None:
+        """Never from memory: the trigger reads its three objects on every change."""
+        return None
+
     def start(self) -> ChangeFeed:
         self._tasks = [asyncio.create_task(self._follow(kind)) for kind in self._selectors]
         return self

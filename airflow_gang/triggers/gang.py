@@ -46,14 +46,20 @@ from airflow_gang.exceptions import GangApiError
 from airflow_gang.gang_state import GangPhase, GangSnapshot
 from airflow_gang.outage import DEFAULT_API_UNAVAILABLE_TIMEOUT, Outage, is_outage
 from airflow_gang.timeline import finished_at
+from airflow_gang.triggers import watch_cache
 from airflow_gang.triggers.change_feed import ChangeFeed
 from airflow_gang.triggers.deletion import delete_gang
+from airflow_gang.triggers.feeds import Feed, PollingFeed, SharedFeed
 
 if TYPE_CHECKING:
     from airflow_gang.hooks.gang_async import AsyncGangJobHook
 
 JsonDict = dict[str, Any]
 WaitFor = Literal["admission", "completion", "both"]
+WatchMode = Literal["shared", "per_trigger", "poll"]
+WATCH_MODES: tuple[WatchMode, ...] = ("shared", "per_trigger", "poll")
+# How long a trigger waits for a new shared cache's lists and watches before it looks with GETs.
+CACHE_SYNC_SECONDS = 10.0
 _DELETE_CONFIRM_SECONDS = 60.0
 # While every watch works, the objects are read again this often anyway (an informer's resync):
 # a safety net, not the way changes arrive.
@@ -97,6 +103,11 @@ class GangJobTrigger(BaseTrigger):
     :param delete_on_kill: delete job and PodGroup when the user kills the deferred task.
     :param not_before: ISO UTC time before which no event is fired (the deferral moment plus
         ``[gang] resume_hold_seconds``; see the module docstring for the Airflow race it avoids).
+    :param watch: how the trigger learns of changes: ``shared`` (default: the triggerer's
+        `watch_cache.WatchCache`, one list + watch per kind and namespace for all triggers, no
+        request of this trigger's own while it works), ``per_trigger`` (this trigger's own three
+        watches, re-reading its objects on each event: the 0.2 design) or ``poll`` (GETs every
+        ``poll_interval``, no watch).
     :param report_phase_changes: ignored; accepted so triggers serialized by 0.1 still load
         (they ended on every phase change; phase changes are now logged here instead).
     :param reported_phase: ignored, as ``report_phase_changes``.
@@ -120,6 +131,7 @@ class GangJobTrigger(BaseTrigger):
         delete_on_kill: bool = True,
         not_before: str | None = None,
         api_unavailable_timeout: float | None = DEFAULT_API_UNAVAILABLE_TIMEOUT,
+        watch: WatchMode = "shared",
         report_phase_changes: bool = False,
         reported_phase: str | None = None,
     ) -> None:
@@ -139,6 +151,9 @@ class GangJobTrigger(BaseTrigger):
         self.delete_on_kill = delete_on_kill
         self.not_before = not_before
         self.api_unavailable_timeout = api_unavailable_timeout
+        if watch not in WATCH_MODES:
+            raise ValueError(f"watch={watch!r}: use one of {', '.join(WATCH_MODES)}")
+        self.watch = watch
         del report_phase_changes, reported_phase  # see the docstring
         self._event_sent = False
         self._connection_extras: dict[str, Any] | None = None
@@ -162,6 +177,7 @@ class GangJobTrigger(BaseTrigger):
                 "delete_on_kill": self.delete_on_kill,
                 "not_before": self.not_before,
                 "api_unavailable_timeout": self.api_unavailable_timeout,
+                "watch": self.watch,
             },
         )
 
@@ -190,20 +206,61 @@ class GangJobTrigger(BaseTrigger):
     # --- the wait ----------------------------------------------------------------------------
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        hook = await self.hook()
-        feed = ChangeFeed(
-            hook, self.name, self.namespace, with_podgroup=self.gang_scheduling != "disabled", log=self.log
-        ).start()
-        try:
+        if self.watch == "shared":
+            event = await self._wait_shared()
+        else:
+            hook = await self.hook()
             try:
-                event = await self._wait(hook, feed)
+                feed: Feed = PollingFeed() if self.watch == "poll" else self._own_feed(hook)
+                try:
+                    event = await self._wait(hook, feed)
+                finally:
+                    await feed.stop()
             finally:
-                await feed.stop()
-            await self._hold()
-        finally:
-            await hook.close()
+                await hook.close()
+        await self._hold()
         self._event_sent = True
         yield TriggerEvent(event)  # type: ignore[no-untyped-call]
+
+    def _own_feed(self, hook: AsyncGangJobHook) -> ChangeFeed:
+        with_podgroup = self.gang_scheduling != "disabled"
+        return ChangeFeed(hook, self.name, self.namespace, with_podgroup=with_podgroup, log=self.log).start()
+
+    async def _wait_shared(self) -> dict[str, Any]:
+        """Wait through the triggerer's shared cache (or this trigger's own watches for a job the
+        cache does not follow: one without the provider's labels, e.g. a sensor's)."""
+        key = watch_cache.cluster_key(self.kubernetes_conn_id, self.hook_kwargs)
+        cache = await watch_cache.acquire(key, self.namespace, self.hook, self.log)
+        try:
+            # Every trigger after the first gets the connection from the cache's hook (no lookup).
+            self._connection_extras = await cache.hook.get_conn_extras()
+            await cache.ready(CACHE_SYNC_SECONDS)
+            if cache.healthy and cache.snapshot(self.name)[0] is None:
+                job = await self._get_or_none(cache.hook)
+                if job is not None and not watch_cache.followed(job):
+                    self.log.info("PyTorchJob %s/%s is not the provider's: watching it alone", *self._where)
+                    feed: Feed = self._own_feed(cache.hook)
+                    try:
+                        return await self._wait(cache.hook, feed)
+                    finally:
+                        await feed.stop()
+            shared = SharedFeed(cache, self.name, self.uid, self.gang_scheduling)
+            try:
+                return await self._wait(cache.hook, shared)
+            finally:
+                await shared.stop()
+        finally:
+            watch_cache.release(cache)
+
+    @property
+    def _where(self) -> tuple[str, str]:
+        return self.namespace, self.name
+
+    async def _get_or_none(self, hook: AsyncGangJobHook) -> JsonDict | None:
+        try:
+            return await hook.get_pytorchjob(self.name, self.namespace)
+        except GangApiError:
+            return None  # the wait's own looks will report (and ride out) what is wrong
 
     async def _hold(self) -> None:
         """Fire no event before ``not_before`` (apache/airflow#72716: see the module docstring)."""
@@ -218,14 +275,14 @@ class GangJobTrigger(BaseTrigger):
             )
             await asyncio.sleep(wait)
 
-    async def _wait(self, hook: AsyncGangJobHook, feed: ChangeFeed) -> dict[str, Any]:
+    async def _wait(self, hook: AsyncGangJobHook, feed: Feed) -> dict[str, Any]:
         waiting_for_admission = self.wait_for in ("admission", "both") and self.admitted_at is None
         outage = Outage(f"PyTorchJob {self.namespace}/{self.name}", timeout=self.api_unavailable_timeout)
         last_line = ""
         while True:
             feed.changed.clear()
             try:
-                seen = await self._observe(hook)
+                seen = feed.look() or await self._observe(hook)
             except GangApiError as error:
                 if not is_outage(error):  # refused (403...): fail the try, delete nothing
                     return self._event("error", None, f"{error}", reason="api_error")

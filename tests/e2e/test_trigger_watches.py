@@ -1,4 +1,4 @@
-"""`GangJobTrigger` driven directly against the embedded cluster, with and without API faults.
+"""`GangJobTrigger` with its own watches, driven directly against the embedded cluster, faults or not.
 
 Each test submits a short gang job with the provider's sync hook, rebuilds the trigger from its
 serialized kwargs (as the triggerer does), runs it with ``asyncio.run`` and takes its first
@@ -97,7 +97,11 @@ def submit(cluster: SimCluster, kube_connection: str) -> Iterator[Callable[[str,
 
 
 def trigger_for(job: Submitted, **kwargs: Any) -> GangJobTrigger:
-    """The trigger as the triggerer builds it: from the kwargs it serialized (a connection id)."""
+    """The trigger as the triggerer builds it: from the kwargs it serialized (a connection id).
+
+    Its own watches (``watch="per_trigger"``): test_watch_cache.py tests the shared ones.
+    """
+    kwargs.setdefault("watch", "per_trigger")
     built = GangJobTrigger(
         name=job.name,
         namespace=NAMESPACE,

@@ -10,6 +10,7 @@ before the stack starts, and each test ends with nothing left on the cluster.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 from collections.abc import Iterator
@@ -21,6 +22,7 @@ from kubernetes import client as k8s
 from airflow_gang.sim.cluster import SimCluster
 from airflow_gang.stack import AirflowStack
 from tests.e2e.conftest import leftovers
+from tests.e2e.test_scenarios import PODGROUPS, PYTORCHJOBS
 from tests.realstack.chaos import CHAOS_DAG_FILES
 from tests.realstack.dags import DAG_FILES
 from tests.waiting import eventually
@@ -75,9 +77,33 @@ def nothing_left_behind(request: pytest.FixtureRequest) -> Iterator[None]:
     cluster: SimCluster = request.getfixturevalue("cluster")
     yield
     with cluster.api_client() as client:
-        eventually(
-            lambda: leftovers(client) == EMPTY, timeout=30, message=f"left behind: {leftovers(client)}"
-        )
+        try:
+            eventually(
+                lambda: leftovers(client) == EMPTY, timeout=30, message=f"left behind: {leftovers(client)}"
+            )
+        except AssertionError:
+            # Fail this test, not the ones after it: a leaked 600 s job would hold the pool's
+            # GPUs and starve every later scenario.
+            sweep(client)
+            raise
+
+
+def sweep(client: k8s.ApiClient) -> None:
+    """Delete every job, PodGroup and pod a failed test left behind, and wait until they are gone."""
+    custom, core = k8s.CustomObjectsApi(client), k8s.CoreV1Api(client)
+    left = leftovers(client)
+    for name in left["pytorchjobs"]:
+        with contextlib.suppress(k8s.ApiException):
+            custom.delete_namespaced_custom_object(
+                *PYTORCHJOBS, name, body={"propagationPolicy": "Foreground"}
+            )
+    for name in left["podgroups"]:
+        with contextlib.suppress(k8s.ApiException):
+            custom.delete_namespaced_custom_object(*PODGROUPS, name)
+    for name in left["pods"]:
+        with contextlib.suppress(k8s.ApiException):
+            core.delete_namespaced_pod(name, "default", grace_period_seconds=0)
+    eventually(lambda: leftovers(client) == EMPTY, timeout=60, message=f"could not sweep {leftovers(client)}")
 
 
 def component_logs(stack: AirflowStack) -> str:

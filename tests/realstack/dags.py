@@ -135,6 +135,20 @@ with DAG("rs_sync_task_kill", schedule=None, start_date=dt.datetime(2026, 1, 1),
 """
 )
 
+CLEAR_TRIGGERER_DOWN = (
+    _HEADER
+    + """
+# Deferred, then cleared while no triggerer runs (so no on_kill of ours can delete try 1's job):
+# try 1 trains for ten minutes, the try after the clear for three seconds.
+with DAG("rs_clear_triggerer_down", schedule=None, start_date=dt.datetime(2026, 1, 1), catchup=False) as dag:
+    PyTorchJobOperator(
+        task_id="train", image="ghcr.io/acme/train:1", workers=1, resources={"nvidia.com/gpu": 1},
+        deferrable=True, retries=0, poll_interval=5,
+        pod_template=work("{{ 600 if ti.try_number == 1 else 3 }}"),
+    )
+"""
+)
+
 # The name of the connection test_credentials.py stores in the metadata DB, the simulator's
 # kubeconfig inline in its extras: the bearer token lives in the connection itself.
 INLINE_KUBECONFIG_CONN_ID = "rs_inline_kubeconfig"
@@ -170,4 +184,5 @@ DAG_FILES = {
     "rs_triggerer_kill": TRIGGERER_KILL,
     "rs_sync_task_kill": SYNC_TASK_KILL,
     "rs_inline_credentials": INLINE_CREDENTIALS,
+    "rs_clear_triggerer_down": CLEAR_TRIGGERER_DOWN,
 }

@@ -7,7 +7,9 @@
   admitted fails with `GangAdmissionTimeout` at the deadline set before the kill, not at one
   restarted by the new triggerer;
 - a task waiting in its worker (``deferrable=False``) is SIGKILLed mid-wait: its retry reattaches
-  to the job of the killed try, and no other job is ever created for the task.
+  to the job of the killed try, and no other job is ever created for the task;
+- a deferred task is cleared while no triggerer runs (no code of ours sees the clear): the try
+  after the clear deletes the cleared try's job and trains anew, it does not take that job over.
 
 A watch on the cluster records every PyTorchJob the DAG creates, so "no second job" is seen,
 not inferred from what is left at the end.
@@ -56,6 +58,7 @@ RESUME_SLACK = dt.timedelta(seconds=30)
 # [triggerer] triggerer_health_check_threshold (30 s) plus a few triggerer loops.
 TAKEOVER = dt.timedelta(seconds=35)
 SYNC_DAG = "rs_sync_task_kill"
+CLEAR_DAG = "rs_clear_triggerer_down"
 TRIGGER_STARTED = re.compile(r"\(ID \d+\) starting")
 
 
@@ -293,3 +296,39 @@ def test_a_sync_task_killed_mid_wait_is_retried_on_the_same_job(
     retry_log = client.task_log(SYNC_DAG, run_id, "train", 2)
     assert "reattaching to" in retry_log, retry_log[-3000:]
     assert "submitted PyTorchJob" not in retry_log
+
+
+def test_a_task_cleared_while_the_triggerer_is_down_trains_anew(
+    stack: AirflowStack, api: k8s.ApiClient
+) -> None:
+    client = stack.client
+    began = time.monotonic()
+    with created_jobs(api, CLEAR_DAG) as created:
+        run_id = client.trigger(CLEAR_DAG)
+        client.wait_for_task_state(CLEAR_DAG, run_id, "train", {"deferred"}, timeout=90)
+        cleared = live_job(api, CLEAR_DAG, "train")
+        stack.kill("triggerer", signal.SIGKILL)
+        try:
+            client.clear_task(CLEAR_DAG, run_id, "train")
+            # The next try runs while the triggerer is still down: it alone can see the old job.
+            eventually(
+                lambda: any(number == "2" for _, number, _ in created.seen),
+                timeout=90,
+                interval=0.5,
+                message="the try after the clear submitted no job",
+            )
+        finally:
+            stack.start_component("triggerer")
+        state = client.wait_for_run(CLEAR_DAG, run_id, timeout=120)
+    print(f"test took {time.monotonic() - began:.0f}s")
+
+    assert state == "success", component_logs(stack)
+    assert created.errors == []
+    assert [(task, number) for task, number, _ in created.seen] == [("train", "1"), ("train", "2")]
+    assert created.seen[0][2] == cleared["metadata"]["uid"]
+    assert cleared["metadata"]["uid"] not in {job["metadata"]["uid"] for job in jobs_of(api, CLEAR_DAG)}
+    value = result_of(stack, CLEAR_DAG, run_id, "train")
+    assert (value["uid"], value["state"]) == (created.seen[1][2], "succeeded"), value
+    log = client.task_log(CLEAR_DAG, run_id, "train", 2)
+    assert "the task was cleared after that try: deleting it" in log, log[-3000:]
+    assert "reattaching to" not in log

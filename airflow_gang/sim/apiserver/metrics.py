@@ -18,7 +18,11 @@ injected faults by kind (see ``airflow_gang.sim.faults.FAULT_KINDS``)::
 
     {"kind": "RequestMetrics", "apiVersion": "sim.airflow-gang.io/v1", "total": 3,
      "requests": [{"userAgent": "bench/poll", "verb": "get", "resource": "pods", "count": 3}],
+     "openWatches": [{"userAgent": "bench/watch", "verb": "watch", "resource": "pods", "count": 1}],
      "faults": {"error_500": 0, "error_503": 1, ..., "node_failure": 0}}
+
+``openWatches`` is a gauge: the watch streams open right now, counted from the request's arrival
+until its stream ends (closed by either side).
 """
 
 from __future__ import annotations
@@ -80,10 +84,17 @@ class RequestMetrics:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._counts: Counter[RequestKey] = Counter()
+        self._open: Counter[RequestKey] = Counter()
 
     def record(self, key: RequestKey) -> None:
         with self._lock:
             self._counts[key] += 1
+
+    def opened(self, key: RequestKey, change: int) -> None:
+        with self._lock:
+            self._open[key] += change
+            if self._open[key] <= 0:
+                del self._open[key]
 
     def snapshot(self) -> dict[RequestKey, int]:
         with self._lock:
@@ -91,15 +102,19 @@ class RequestMetrics:
 
     def to_json(self) -> dict[str, object]:
         counts = sorted(self.snapshot().items())
+        with self._lock:
+            watching = sorted(self._open.items())
         return {
             "kind": "RequestMetrics",
             "apiVersion": "sim.airflow-gang.io/v1",
             "total": sum(count for _, count in counts),
-            "requests": [
-                {"userAgent": key.user_agent, "verb": key.verb, "resource": key.resource, "count": count}
-                for key, count in counts
-            ],
+            "requests": [_entry(key, count) for key, count in counts],
+            "openWatches": [_entry(key, count) for key, count in watching],
         }
+
+
+def _entry(key: RequestKey, count: int) -> dict[str, object]:
+    return {"userAgent": key.user_agent, "verb": key.verb, "resource": key.resource, "count": count}
 
 
 class RequestCounter:
@@ -112,14 +127,20 @@ class RequestCounter:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             agent = next((v for k, v in scope.get("headers", ()) if k == b"user-agent"), b"")
-            self.metrics.record(
-                request_key(
-                    scope.get("method", "GET"),
-                    scope.get("path", ""),
-                    scope.get("query_string", b"").decode("latin-1"),
-                    agent.decode("latin-1"),
-                )
+            key = request_key(
+                scope.get("method", "GET"),
+                scope.get("path", ""),
+                scope.get("query_string", b"").decode("latin-1"),
+                agent.decode("latin-1"),
             )
+            self.metrics.record(key)
+            if key.verb == "watch":
+                self.metrics.opened(key, +1)
+                try:
+                    await self.app(scope, receive, send)
+                finally:
+                    self.metrics.opened(key, -1)
+                return
         await self.app(scope, receive, send)
 
 

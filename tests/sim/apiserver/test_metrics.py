@@ -19,6 +19,7 @@ from kubernetes import watch as k8s_watch
 from airflow_gang.sim.apiserver.metrics import RequestKey, RequestMetrics, request_key
 from airflow_gang.sim.apiserver.server import ApiServerHandle
 from tests.sim.apiserver.helpers import pod_manifest, pytorchjob_manifest
+from tests.waiting import eventually
 
 
 def https(
@@ -166,3 +167,30 @@ def test_record_is_thread_safe() -> None:
         thread.join()
     assert metrics.snapshot() == {key: 40_000}
     assert metrics.to_json()["total"] == 40_000
+
+
+def open_watches_for(server: ApiServerHandle, user_agent: str) -> dict[str, int]:
+    status, body = https(server, "/sim/v1/metrics", token=server.token)
+    assert status == 200
+    return {
+        entry["resource"]: entry["count"] for entry in body["openWatches"] if entry["userAgent"] == user_agent
+    }
+
+
+def test_open_watches_are_a_gauge_from_opening_until_the_stream_ends(
+    apiserver: ApiServerHandle, tagged_client: tuple[k8s.ApiClient, str]
+) -> None:
+    client, agent = tagged_client
+    core = k8s.CoreV1Api(client)
+    version = core.list_namespaced_pod("default").metadata.resource_version
+    streams = [
+        core.list_namespaced_pod(
+            "default", watch=True, resource_version=version, timeout_seconds=30, _preload_content=False
+        )
+        for _ in range(2)
+    ]
+    eventually(lambda: open_watches_for(apiserver, agent) == {"pods": 2}, timeout=5)
+    for stream in streams:
+        stream.close()
+        stream.release_conn()
+    eventually(lambda: open_watches_for(apiserver, agent) == {}, timeout=10)

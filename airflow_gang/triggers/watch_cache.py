@@ -1,0 +1,347 @@
+"""`WatchCache`: one list + watch per kind and namespace, shared by every trigger of a triggerer.
+
+A sweep of a thousand mapped tasks defers a thousand `GangJobTrigger` instances into one
+triggerer process. Each following its own job with three watches and re-reading three objects
+per event would mean thousands of open watches and hundreds of requests per second. Instead the
+triggers of one event loop share, per cluster (connection) and namespace, the informer pattern
+Kubernetes controllers use:
+
+- three followers, each a list then a watch from its resourceVersion (bookmarks on, resumed from
+  the last version seen, listed again after ``410 Gone``, reconnected with capped backoff):
+  the provider's PyTorchJobs and pods (label-selected by the managed-by label) and the
+  namespace's PodGroups (the training-operator creates PodGroups without our labels);
+- an in-memory store per kind, indexed by job name (pods by ``training.kubeflow.org/job-name``);
+- subscribers per job name: an event wakes only the triggers whose job it concerns (a re-list
+  wakes those whose objects changed); a follower failing or coming back wakes every trigger,
+  since their way of looking changes (`healthy`: cache or polling);
+- one API client for all of it (the first trigger's hook, with its connection looked up once);
+- reference counting: the first trigger starts the cache, the last one leaving stops it after
+  `LINGER_SECONDS`, so a task that re-defers does not restart the watches.
+
+Triggers evaluate `gang_status` from `snapshot` while the cache is `healthy`, with no request of
+their own, and poll with GETs only while a follower is down.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import weakref
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from airflow_gang.exceptions import GangApiError
+from airflow_gang.naming import MANAGED_BY_LABEL, MANAGED_BY_VALUE
+from airflow_gang.outage import OutageLog
+
+if TYPE_CHECKING:
+    from airflow_gang.hooks.gang_async import AsyncGangJobHook
+    from airflow_gang.hooks.kinds import WatchKind
+
+JsonDict = dict[str, Any]
+JOB_NAME_LABEL = "training.kubeflow.org/job-name"
+WATCH_SECONDS = 300
+RETRY_MAX_SECONDS = 30.0
+# How long a cache outlives its last trigger: a task resumed for a phase and deferred again, or
+# the next wave of a sweep, finds the watches open.
+LINGER_SECONDS = 30.0
+OURS = f"{MANAGED_BY_LABEL}={MANAGED_BY_VALUE}"
+SELECTORS: dict[WatchKind, str | None] = {"pytorchjob": OURS, "podgroup": None, "pod": OURS}
+
+
+def followed(job: JsonDict) -> bool:
+    """Whether the cache follows this job: the provider's jobs carry the managed-by label."""
+    return ((job.get("metadata") or {}).get("labels") or {}).get(MANAGED_BY_LABEL) == MANAGED_BY_VALUE
+
+
+def job_of(kind: WatchKind, obj: JsonDict) -> str | None:
+    """The job name an object belongs to (PodGroups share their job's name)."""
+    metadata = obj.get("metadata") or {}
+    if kind == "pod":
+        return (metadata.get("labels") or {}).get(JOB_NAME_LABEL)
+    name = metadata.get("name")
+    return str(name) if name else None
+
+
+@dataclass(eq=False)  # each subscription is its own (hashable by identity)
+class Subscription:
+    """One trigger's interest in one job: ``changed`` is set whenever something about it may have."""
+
+    name: str
+    changed: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+class _Follower:
+    """List + watch of one kind in one namespace into a store, informing the cache of changes."""
+
+    def __init__(self, cache: WatchCache, kind: WatchKind) -> None:
+        self.cache = cache
+        self.kind = kind
+        self.selector = SELECTORS[kind]
+        self.objects: dict[str, JsonDict] = {}  # "name" -> object (pods: pod name)
+        self.watching = False
+        self.synced = asyncio.Event()
+        self.lists = 0
+        self.watches = 0
+
+    async def run(self) -> None:
+        failures = gone = 0
+        version = ""
+
+        def opened() -> None:
+            nonlocal failures
+            self.watches += 1
+            if failures:
+                self.cache.log.info("shared watch of %s in %s is back", self.kind, self.cache.namespace)
+            failures = 0
+            self._set_watching(True)
+
+        while True:
+            try:
+                if not version:
+                    items, version = await self.cache.hook.list_with_version(
+                        self.kind, self.cache.namespace, label_selector=self.selector
+                    )
+                    self.lists += 1
+                    self._replace(items)
+                    self.synced.set()
+                async for event in self.cache.hook.watch(
+                    self.kind,
+                    self.cache.namespace,
+                    resource_version=version,
+                    label_selector=self.selector,
+                    timeout_seconds=WATCH_SECONDS,
+                    on_open=opened,
+                ):
+                    obj = event["object"] or {}
+                    version = (obj.get("metadata") or {}).get("resourceVersion") or version
+                    gone = 0
+                    if event["type"] != "BOOKMARK":
+                        self._apply(event["type"], obj)
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:  # GangApiError mostly; nothing may end the follower
+                if isinstance(error, GangApiError) and error.status == 410:
+                    version = ""  # compacted: list again (at once the first time, then slower)
+                    gone += 1
+                    if gone > 1:
+                        await asyncio.sleep(min(RETRY_MAX_SECONDS, 0.5 * gone))
+                    continue
+                failures += 1
+                self._set_watching(False)
+                if failures == 1:
+                    self.cache.log.warning(
+                        "shared watch of %s in %s failed (%s); its triggers poll until it is back",
+                        self.kind,
+                        self.cache.namespace,
+                        error,
+                    )
+                base = min(RETRY_MAX_SECONDS, 0.5 * 2.0 ** min(failures, 8))
+                await asyncio.sleep(base / 2 + random.uniform(0, base / 2))
+
+    def _set_watching(self, watching: bool) -> None:
+        if watching != self.watching:
+            self.watching = watching
+            self.cache.followers_changed()
+
+    def _replace(self, items: list[JsonDict]) -> None:
+        """A fresh list: wake the jobs whose objects appeared, changed or vanished meanwhile."""
+        fresh = {str(item["metadata"]["name"]): item for item in items}
+        touched: set[str] = set()
+        for name in self.objects.keys() | fresh.keys():
+            before, after = self.objects.get(name), fresh.get(name)
+            if _version(before) != _version(after):
+                touched.update(job for job in (_job(self.kind, before), _job(self.kind, after)) if job)
+        self.objects = fresh
+        self.cache.wake(touched)
+
+    def _apply(self, kind_of_event: str, obj: JsonDict) -> None:
+        name = (obj.get("metadata") or {}).get("name")
+        if not name:
+            return
+        before = self.objects.get(name)
+        if kind_of_event == "DELETED":
+            self.objects.pop(name, None)
+        else:
+            self.objects[name] = obj
+        self.cache.wake({job for job in (_job(self.kind, before), _job(self.kind, obj)) if job})
+
+
+def _version(obj: JsonDict | None) -> str | None:
+    return None if obj is None else str((obj.get("metadata") or {}).get("resourceVersion"))
+
+
+def _job(kind: WatchKind, obj: JsonDict | None) -> str | None:
+    return None if obj is None else job_of(kind, obj)
+
+
+class WatchCache:
+    """The shared followers of one cluster and namespace, in one event loop (see the module docstring).
+
+    Get one with `acquire`, give it back with `release`; `subscribe` to a job for wake-ups and
+    read its objects with `snapshot` while `healthy`.
+    """
+
+    def __init__(self, key: tuple[str, str], hook: AsyncGangJobHook, namespace: str, log: OutageLog) -> None:
+        self.key = key
+        self.hook = hook
+        self.namespace = namespace
+        self.log = log
+        self.followers = {kind: _Follower(self, kind) for kind in SELECTORS}
+        self.subscribers: dict[str, set[Subscription]] = {}
+        self.users = 0
+        self._main: asyncio.Task[None] | None = None
+        self._healthy = asyncio.Event()
+        self._linger: asyncio.Task[None] | None = None
+
+    # --- lifecycle ---------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._main = asyncio.create_task(self._run(), name=f"airflow-gang watch cache {self.namespace}")
+
+    async def _run(self) -> None:
+        try:
+            await asyncio.gather(*(follower.run() for follower in self.followers.values()))
+        finally:
+            # Also when the loop shuts down under us (dag.test() ends its loop with the trigger).
+            await self.hook.close()
+
+    async def stop(self) -> None:
+        if self._main is not None:
+            self._main.cancel()
+            await asyncio.gather(self._main, return_exceptions=True)
+            self._main = None
+
+    @property
+    def running(self) -> bool:
+        return self._main is not None and not self._main.done()
+
+    async def ready(self, timeout: float) -> bool:
+        """Wait until the cache is `healthy` (every follower listed and watching); False after
+        ``timeout`` seconds."""
+        try:
+            async with asyncio.timeout(timeout):
+                await self._healthy.wait()
+        except TimeoutError:
+            return False
+        return True
+
+    def followers_changed(self) -> None:
+        """A follower started or stopped watching: wake every trigger (their way of looking
+        changes: cache or polling)."""
+        if self.healthy:
+            self._healthy.set()
+        else:
+            self._healthy.clear()
+        self.wake_all()
+
+    # --- reading -----------------------------------------------------------------------------
+
+    @property
+    def healthy(self) -> bool:
+        """Every follower has listed and is watching: the store is current, triggers need not poll."""
+        return all(f.watching and f.synced.is_set() for f in self.followers.values())
+
+    def snapshot(self, name: str) -> tuple[JsonDict | None, JsonDict | None, list[JsonDict]]:
+        """The job, its PodGroup and its pods as the cache holds them."""
+        pods = [pod for pod in self.followers["pod"].objects.values() if job_of("pod", pod) == name]
+        return (
+            self.followers["pytorchjob"].objects.get(name),
+            self.followers["podgroup"].objects.get(name),
+            pods,
+        )
+
+    def snapshot_job(self, name: str) -> JsonDict | None:
+        return self.followers["pytorchjob"].objects.get(name)
+
+    def counts(self) -> dict[str, int]:
+        """Lists and accepted watches per kind so far (for tests and benchmarks)."""
+        return {
+            **{f"{kind}_lists": f.lists for kind, f in self.followers.items()},
+            **{f"{kind}_watches": f.watches for kind, f in self.followers.items()},
+        }
+
+    # --- subscribers -------------------------------------------------------------------------
+
+    def subscribe(self, name: str) -> Subscription:
+        subscription = Subscription(name)
+        self.subscribers.setdefault(name, set()).add(subscription)
+        return subscription
+
+    def unsubscribe(self, subscription: Subscription) -> None:
+        subscribers = self.subscribers.get(subscription.name)
+        if subscribers is not None:
+            subscribers.discard(subscription)
+            if not subscribers:
+                del self.subscribers[subscription.name]
+
+    def wake(self, names: set[str]) -> None:
+        for name in names:
+            for subscription in self.subscribers.get(name, ()):
+                subscription.changed.set()
+
+    def wake_all(self) -> None:
+        for subscriptions in self.subscribers.values():
+            for subscription in subscriptions:
+                subscription.changed.set()
+
+
+# One registry per event loop: the triggerer runs every trigger in one loop; dag.test() runs each
+# in its own, and a cache must never outlive (or be shared across) loops.
+_REGISTRIES: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[str, str], WatchCache]] = (
+    weakref.WeakKeyDictionary()
+)
+_LOCKS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = weakref.WeakKeyDictionary()
+
+
+def cluster_key(conn_id: str | None, hook_kwargs: dict[str, Any] | None) -> str:
+    """Which cluster a trigger talks to: its connection and the hook's non-secret overrides."""
+    return json.dumps({"conn_id": conn_id, "hook": hook_kwargs or {}}, sort_keys=True, default=str)
+
+
+async def acquire(
+    cluster: str, namespace: str, make_hook: Callable[[], Awaitable[AsyncGangJobHook]], log: OutageLog
+) -> WatchCache:
+    """The loop's cache for ``cluster`` and ``namespace``, started by the first caller."""
+    loop = asyncio.get_running_loop()
+    lock = _LOCKS.setdefault(loop, asyncio.Lock())
+    async with lock:  # one hook and one set of followers, however many triggers start at once
+        registry = _REGISTRIES.setdefault(loop, {})
+        key = (cluster, namespace)
+        cache = registry.get(key)
+        if cache is None:
+            cache = WatchCache(key, await make_hook(), namespace, log)
+            cache.start()
+            registry[key] = cache
+        cache.users += 1
+        if cache._linger is not None:
+            cache._linger.cancel()
+            cache._linger = None
+        return cache
+
+
+def release(cache: WatchCache, linger: float | None = None) -> None:
+    """A trigger is done with ``cache``; the last one leaving stops it after ``linger`` seconds
+    (`LINGER_SECONDS` by default)."""
+    linger = LINGER_SECONDS if linger is None else linger
+    cache.users -= 1
+    if cache.users > 0:
+        return
+
+    async def stop_later() -> None:
+        await asyncio.sleep(linger)
+        loop = asyncio.get_running_loop()
+        registry = _REGISTRIES.get(loop, {})
+        if cache.users == 0 and registry.get(cache.key) is cache:
+            del registry[cache.key]
+            cache._linger = None
+            await cache.stop()
+
+    cache._linger = asyncio.create_task(stop_later())
+
+
+def caches() -> list[WatchCache]:
+    """The running loop's caches (for tests and benchmarks)."""
+    return list(_REGISTRIES.get(asyncio.get_running_loop(), {}).values())
