@@ -80,7 +80,8 @@ class _Follower:
         self.cache = cache
         self.kind = kind
         self.selector = SELECTORS[kind]
-        self.objects: dict[str, JsonDict] = {}  # "name" -> object (pods: pod name)
+        self.objects: dict[str, JsonDict] = {}  # name -> object
+        self.by_job: dict[str, dict[str, JsonDict]] = {}  # job name -> name -> object
         self.watching = False
         self.synced = asyncio.Event()
         self.lists = 0
@@ -155,17 +156,34 @@ class _Follower:
             if _version(before) != _version(after):
                 touched.update(job for job in (_job(self.kind, before), _job(self.kind, after)) if job)
         self.objects = fresh
+        self.by_job = {}
+        for name, obj in fresh.items():
+            self._index(name, obj)
         self.cache.wake(touched)
+
+    def _index(self, name: str, obj: JsonDict) -> None:
+        job = job_of(self.kind, obj)
+        if job:
+            self.by_job.setdefault(job, {})[name] = obj
+
+    def _unindex(self, name: str, obj: JsonDict | None) -> None:
+        job = _job(self.kind, obj)
+        if job and job in self.by_job:
+            self.by_job[job].pop(name, None)
+            if not self.by_job[job]:
+                del self.by_job[job]
 
     def _apply(self, kind_of_event: str, obj: JsonDict) -> None:
         name = (obj.get("metadata") or {}).get("name")
         if not name:
             return
         before = self.objects.get(name)
+        self._unindex(name, before)
         if kind_of_event == "DELETED":
             self.objects.pop(name, None)
         else:
             self.objects[name] = obj
+            self._index(name, obj)
         self.cache.wake({job for job in (_job(self.kind, before), _job(self.kind, obj)) if job})
 
 
@@ -246,7 +264,7 @@ class WatchCache:
 
     def snapshot(self, name: str) -> tuple[JsonDict | None, JsonDict | None, list[JsonDict]]:
         """The job, its PodGroup and its pods as the cache holds them."""
-        pods = [pod for pod in self.followers["pod"].objects.values() if job_of("pod", pod) == name]
+        pods = list(self.followers["pod"].by_job.get(name, {}).values())
         return (
             self.followers["pytorchjob"].objects.get(name),
             self.followers["podgroup"].objects.get(name),
