@@ -12,21 +12,26 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import itertools
 import os
 import signal
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from kubernetes import client as k8s
 
+from airflow_gang.hooks.client_pool import USER_AGENT
 from airflow_gang.stack import AirflowStack
 from airflow_gang.timeline import parse_time
 from tests.e2e.test_scenarios import delete_job, jobs_of
 from tests.realstack.conftest import REAPER_INTERVAL, component_logs
+from tests.sim.apiserver.helpers import call
 from tests.waiting import eventually
 
 RACE_MESSAGE = "finished with state success, but the task instance's state attribute is"
@@ -77,11 +82,35 @@ def check_sweep_timelines(values: list[dict[str, Any]]) -> None:
         assert start >= end - dt.timedelta(seconds=1), f"two gangs overlapped: {spans}"
 
 
+@contextlib.contextmanager
+def open_watches_sampled(api: k8s.ApiClient) -> Iterator[list[int]]:
+    """Sample the provider's open watches at the API server every 0.5 s while the block runs."""
+    samples: list[int] = []
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.wait(0.5):
+            metrics = call(api, "GET", "/sim/v1/metrics")
+            samples.append(sum(e["count"] for e in metrics["openWatches"] if e["userAgent"] == USER_AGENT))
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        yield samples
+    finally:
+        stop.set()
+        sampler.join(5)
+
+
 def test_a_mapped_sweep_of_deferred_gangs_all_succeed_one_gang_at_a_time(
     stack: AirflowStack, api: k8s.ApiClient
 ) -> None:
-    run_id, values = run_gang_sweep(stack)
+    with open_watches_sampled(api) as watches:
+        run_id, values = run_gang_sweep(stack)
     check_sweep_timelines(values)
+    # Six deferred gangs in one triggerer share its three watches (jobs, PodGroups, pods).
+    assert watches, "the sampler saw nothing"
+    assert 0 < max(watches) <= 3, watches
     assert RACE_MESSAGE not in stack.component_log("scheduler")
     log = stack.client.task_log("rs_gang_sweep", run_id, "train", 1, map_index=5)
     # One deferral for the whole wait, its phase changes logged by the trigger into the task log.

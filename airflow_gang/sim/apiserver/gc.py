@@ -21,6 +21,10 @@ the same, only sooner:
   empty; nothing new may be created in it meanwhile.
 - An object whose owner references all point at objects that do not exist is deleted in the
   background, as the upstream collector does for dangling owners.
+- A dependent that appears while its owner is being deleted in the foreground (a controller
+  that had not yet seen the deletion created it) is deleted too when its reference blocks the
+  owner's deletion, as the upstream collector deletes an owner's blocking dependents for as long
+  as the owner waits for them; otherwise the owner would wait for it forever.
 """
 
 from __future__ import annotations
@@ -109,12 +113,23 @@ class Collector:
             refs = objects.owner_refs(obj)
             if not refs or objects.is_deleting(obj):
                 return
-            if not any(self._owner_alive(ref, obj) for ref in refs):
+            dangling = not any(self._owner_alive(ref, obj) for ref in refs)
+            if dangling or any(self._blocks_foreground_deletion(ref) for ref in refs):
                 current = self.store.get(
                     info.key, objects.meta(obj).get("namespace", ""), objects.meta(obj)["name"]
                 )
                 if current is not None:
-                    self.delete(info, current)
+                    self.delete(info, current, None if dangling else "Foreground")
+
+    def _blocks_foreground_deletion(self, ref: JsonDict) -> bool:
+        """The reference blocks an owner that waits in a foreground deletion for its dependents."""
+        if not ref.get("blockOwnerDeletion"):
+            return False
+        found = self.store.by_uid(str(ref.get("uid", "")))
+        if found is None:
+            return False
+        owner = found[1]
+        return objects.is_deleting(owner) and FOREGROUND_FINALIZER in objects.finalizers(owner)
 
     def ensure_namespace_open(self, resource: str, name: str, namespace: str) -> None:
         ns = self.store.get("/namespaces", "", namespace)

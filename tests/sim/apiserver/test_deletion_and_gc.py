@@ -95,6 +95,29 @@ def test_foreground_waits_for_blocking_dependents(
     assert core.list_namespaced_pod(namespace).items == []
 
 
+def test_a_blocking_dependent_created_during_a_foreground_deletion_is_deleted_too(
+    core: k8s.CoreV1Api, custom: k8s.CustomObjectsApi, namespace: str, job_with_pods: dict[str, Any]
+) -> None:
+    """A controller that has not seen the deletion yet recreates a pod: the owner must not wait for
+    it forever (the upstream collector deletes blocking dependents while the owner waits)."""
+    core.patch_namespaced_pod("job-worker-0", namespace, {"metadata": {"finalizers": ["example.com/hold"]}})
+    custom.delete_namespaced_custom_object(
+        GROUP, VERSION, namespace, PLURAL, "job", propagation_policy="Foreground"
+    )
+    late = pod_manifest("job-master-0")
+    late["metadata"]["ownerReferences"] = owned_by(job_with_pods)
+    core.create_namespaced_pod(namespace, late)
+    assert not exists(core.read_namespaced_pod, "job-master-0", namespace)
+    core.patch_namespaced_pod(
+        "job-worker-0", namespace, {"metadata": {"$deleteFromPrimitiveList/finalizers": ["example.com/hold"]}}
+    )
+    eventually(
+        lambda: not exists(custom.get_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL, "job"),
+        timeout=5,
+    )
+    assert core.list_namespaced_pod(namespace).items == []
+
+
 def test_foreground_does_not_wait_for_non_blocking_dependents(
     core: k8s.CoreV1Api, custom: k8s.CustomObjectsApi, namespace: str
 ) -> None:
