@@ -18,8 +18,11 @@ A job is an orphan when all of this holds:
 - the job still exists with that uid and is live (not Succeeded/Failed, not being deleted).
 
 Then the job and its PodGroup are deleted (uid precondition) and the deletion is logged at
-WARNING. It never deletes a job because it could not read it: a failed read leaves the
-candidate for the next sweep. `OrphanReaper` runs these sweeps in the scheduler, started by the
+WARNING. A job of such a task instance that already **finished** is deleted when the entry's
+``delete_on_finish`` asks for it (``always``; ``on_success`` and the job Succeeded): what the
+operator would have done at the end, had the task not been ended from outside after the job.
+It never deletes a job because it could not read it: a failed read leaves the candidate for the
+next sweep. `OrphanReaper` runs these sweeps in the scheduler, started by the
 plugin's listener (`airflow_gang.plugins.listener`), every ``[gang] orphan_reaper_interval``
 seconds and at once when the scheduler fails a task instance.
 """
@@ -56,6 +59,8 @@ class Candidate:
     namespace: str
     uid: str
     conn_id: str
+    # The operator's delete_on_finish (None in entries written before 0.3: live jobs only).
+    delete_on_finish: str | None = None
 
     @property
     def key(self) -> tuple[str, str, str, int, str]:
@@ -86,6 +91,7 @@ def candidate_from_entry(
         namespace=str(entry.get("namespace") or "default"),
         uid=str(entry["uid"]),
         conn_id=str(entry.get("kubernetes_conn_id") or "kubernetes_default"),
+        delete_on_finish=str(entry["delete_on_finish"]) if entry.get("delete_on_finish") else None,
     )
 
 
@@ -139,20 +145,40 @@ def reap(candidate: Candidate) -> bool:
 
     hook = GangJobHook(conn_id=candidate.conn_id)
     job = hook.get_pytorchjob(candidate.name, candidate.namespace)
-    if job is None or job["metadata"].get("uid") != candidate.uid or not submission.is_live(job):
+    if job is None or job["metadata"].get("uid") != candidate.uid or job["metadata"].get("deletionTimestamp"):
         return False
-    log.warning(
-        "deleting orphaned PyTorchJob %s/%s (uid %s) and its PodGroup: its task instance %s ended and "
-        "no try will wait for it",
-        candidate.namespace,
-        candidate.name,
-        candidate.uid,
-        candidate.describe(),
-    )
+    if submission.is_live(job):
+        reason = "orphaned"
+        log.warning(
+            "deleting orphaned PyTorchJob %s/%s (uid %s) and its PodGroup: its task instance %s ended "
+            "and no try will wait for it",
+            candidate.namespace,
+            candidate.name,
+            candidate.uid,
+            candidate.describe(),
+        )
+    elif finished_job_to_delete(submission.outcome(job), candidate.delete_on_finish):
+        reason = f"delete_on_finish={candidate.delete_on_finish}"
+        log.warning(
+            "deleting finished PyTorchJob %s/%s (uid %s) per delete_on_finish=%s: its task instance %s "
+            "ended from outside before it could",
+            candidate.namespace,
+            candidate.name,
+            candidate.uid,
+            candidate.delete_on_finish,
+            candidate.describe(),
+        )
+    else:
+        return False
     cleanup.delete_gang(
-        hook, candidate.name, candidate.namespace, candidate.uid, timeout=30.0, reason="orphaned", logger=log
+        hook, candidate.name, candidate.namespace, candidate.uid, timeout=30.0, reason=reason, logger=log
     )
     return True
+
+
+def finished_job_to_delete(outcome: str | None, delete_on_finish: str | None) -> bool:
+    """Whether the operator's ``delete_on_finish`` would have deleted a job that ended so."""
+    return delete_on_finish == "always" or (delete_on_finish == "on_success" and outcome == "Succeeded")
 
 
 class OrphanReaper:

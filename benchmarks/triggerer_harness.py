@@ -24,6 +24,7 @@ import contextlib
 import datetime as dt
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -38,7 +39,7 @@ from typing import Any
 
 import kubernetes_asyncio.client as aclient
 import kubernetes_asyncio.config as aconfig
-import psutil
+import psutil  # type: ignore[import-untyped]
 from kubernetes import client as k8s
 
 from airflow_gang.gang_state import gang_status
@@ -79,6 +80,13 @@ def parse_time(text: str) -> float:
     return dt.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
+def kubernetes_connection(kubeconfig: str) -> str:
+    """The ``AIRFLOW_CONN_KUBERNETES_DEFAULT`` value for a kubeconfig file."""
+    return json.dumps(
+        {"conn_type": "kubernetes", "extra": {"kube_config_path": str(Path(kubeconfig).resolve())}}
+    )
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -101,7 +109,9 @@ def prepare_environment() -> Path:
     for key in [key for key in os.environ if key.startswith("AIRFLOW__")]:
         del os.environ[key]
     os.environ.pop("AIRFLOW_CONFIG", None)
-    fernet = os.environ.get("AIRFLOW_GANG_BENCH_FERNET_KEY") or base64.urlsafe_b64encode(os.urandom(32)).decode()
+    fernet = (
+        os.environ.get("AIRFLOW_GANG_BENCH_FERNET_KEY") or base64.urlsafe_b64encode(os.urandom(32)).decode()
+    )
     os.environ["AIRFLOW_GANG_BENCH_FERNET_KEY"] = fernet
     settings = {
         "AIRFLOW_HOME": str(home),
@@ -235,7 +245,8 @@ class AirflowDatabase:
             ):
                 event: JsonDict = {}
                 with contextlib.suppress(Exception):
-                    event = dict(deserialize(dict(ti.next_kwargs or {})).get("event") or {})
+                    kwargs: JsonDict = deserialize(dict(ti.next_kwargs or {}))  # type: ignore[assignment]
+                    event = dict(kwargs.get("event") or {})
                 scheduled = ti.scheduled_dttm.timestamp() if ti.scheduled_dttm else None
                 found[ti.map_index] = Resumed(str(ti.state), scheduled, event)
         return found
@@ -378,6 +389,19 @@ def trigger_log_paths(home: Path, run_id: str) -> dict[int, list[Path]]:
         index = int(path.parent.name.split("=", 1)[1])
         paths.setdefault(index, []).append(path)
     return paths
+
+
+def fired_in_triggerer_log(text: str, run_id: str) -> Counter[int]:
+    """``Trigger fired event`` lines that reached the triggerer's own log, by map index.
+
+    Airflow 3.3 drops a trigger's log file as soon as the trigger is done, so its last line often
+    lands in the triggerer's log instead (console format, ``name='<dag>/<run>/<task>/<index>/<try>
+    (ID n)'``).
+    """
+    pattern = re.compile(
+        rf"Trigger fired event.*name='{re.escape(DAG_ID)}/{re.escape(run_id)}/{TASK_ID}/(\d+)/"
+    )
+    return Counter(int(match.group(1)) for match in pattern.finditer(text))
 
 
 def read_trigger_logs(home: Path, run_id: str, *, first_look_only: bool = False) -> dict[int, TriggerLog]:
@@ -527,7 +551,9 @@ class GroundTruth:
     def _request(self, api: aclient.ApiClient, plural: str, **params: Any) -> Any:
         group, version = KINDS[plural]
         if not group:
-            return aclient.CoreV1Api(api).list_namespaced_pod(self.namespace, _preload_content=False, **params)
+            return aclient.CoreV1Api(api).list_namespaced_pod(
+                self.namespace, _preload_content=False, **params
+            )
         return aclient.CustomObjectsApi(api).list_namespaced_custom_object(
             group, version, self.namespace, plural, _preload_content=False, **params
         )

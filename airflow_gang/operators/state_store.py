@@ -1,7 +1,8 @@
 """The operator's two entries in Airflow 3.3's task state store, and reading them safely.
 
-- ``pytorchjob`` (kept until the task instance is gone): name, namespace, uid, connection and
-  try of the job this task instance waits for; ``delivered`` once a try returned its result.
+- ``pytorchjob`` (kept until the task instance is gone): name, namespace, uid, connection, try
+  and ``delete_on_finish`` of the job this task instance waits for; ``delivered`` once a try
+  returned its result.
   The next try reattaches through it, the scheduler's orphan reaper finds jobs through it.
 - ``progress``: where the gang stands (phase, queue, replicas bound), for people and plugins.
 
@@ -49,8 +50,16 @@ def write(context: Context, key: str, value: JsonDict) -> None:
         log.debug("task state store unavailable: %s", error)
 
 
-def remember_job(context: Context, job: JsonDict, conn_id: str, *, delivered: bool = False) -> None:
-    """Write the ``pytorchjob`` entry for ``job`` (``delivered``: its result was returned)."""
+def remember_job(
+    context: Context,
+    job: JsonDict,
+    conn_id: str,
+    *,
+    delete_on_finish: str | None = None,
+    delivered: bool = False,
+) -> None:
+    """Write the ``pytorchjob`` entry for ``job`` (``delivered``: its result was returned;
+    ``delete_on_finish``: for the reaper, when the task ends from outside after the job)."""
     metadata = job["metadata"]
     entry: JsonDict = {
         "name": metadata["name"],
@@ -59,6 +68,8 @@ def remember_job(context: Context, job: JsonDict, conn_id: str, *, delivered: bo
         "kubernetes_conn_id": conn_id,
         "try_number": int(getattr(context["ti"], "try_number", 1) or 1),
     }
+    if delete_on_finish is not None:
+        entry["delete_on_finish"] = delete_on_finish
     if delivered:
         entry["delivered"] = True
     write(context, STATE_STORE_JOB_KEY, entry)

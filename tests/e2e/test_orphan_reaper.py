@@ -35,7 +35,11 @@ with DAG("__DAG_ID__", schedule=None, start_date=dt.datetime(2026, 1, 1), catchu
     PyTorchJobOperator(
         task_id="train", image="ghcr.io/acme/train:1", workers=1, resources={"nvidia.com/gpu": 1},
         wait_for_completion=False, wait_for_admission=False, poll_interval=0.2,
-        pod_template={"metadata": {"annotations": {"sim.airflow-gang.io/duration": str(__DURATION__)}}},
+        delete_on_finish=__DELETE_ON_FINISH__, restart_policy="Never",
+        pod_template={"metadata": {"annotations": {
+            "sim.airflow-gang.io/duration": str(__DURATION__),
+            "sim.airflow-gang.io/exit-code": str(__EXIT_CODE__),
+        }}},
     )
 """
 
@@ -50,8 +54,15 @@ def set_ti_state(dag_run: Any, task_id: str, state: str) -> None:
         ti.end_date = dt.datetime.now(dt.UTC)
 
 
-def live_job(write_dag: Callable[..., Any], api: k8s.ApiClient, duration: float = 300) -> tuple[Any, str]:
-    dag = write_dag(HANDED_ON_DAG, duration=duration)
+def live_job(
+    write_dag: Callable[..., Any],
+    api: k8s.ApiClient,
+    duration: float = 300,
+    *,
+    delete_on_finish: str = "on_success",
+    exit_code: int = 0,
+) -> tuple[Any, str]:
+    dag = write_dag(HANDED_ON_DAG, duration=duration, delete_on_finish=delete_on_finish, exit_code=exit_code)
     dag_run = dag.test()
     assert task_states(dag_run) == {"train": "success"}
     (job,) = jobs_of(api, dag.dag_id)
@@ -92,19 +103,38 @@ def test_a_job_that_a_try_may_still_wait_for_or_adopt_is_kept(
     assert_kept_then_delete(api, dag_run, name)
 
 
-def test_a_finished_job_is_never_deleted_by_the_reaper(
-    write_dag: Callable[..., Any], api: k8s.ApiClient
+@pytest.mark.parametrize(
+    ("delete_on_finish", "exit_code", "deleted"),
+    [("never", 0, False), ("on_success", 0, True), ("on_success", 1, False), ("always", 1, True)],
+)
+def test_a_finished_job_is_deleted_only_as_its_delete_on_finish_says(
+    write_dag: Callable[..., Any],
+    api: k8s.ApiClient,
+    caplog: pytest.LogCaptureFixture,
+    delete_on_finish: str,
+    exit_code: int,
+    deleted: bool,
 ) -> None:
-    dag_run, name = live_job(write_dag, api, duration=0.2)
+    """The task ended from outside after its job finished: the reaper does what the operator's
+    ``delete_on_finish`` would have done at the end, nothing more."""
+    dag_run, name = live_job(write_dag, api, 0.2, delete_on_finish=delete_on_finish, exit_code=exit_code)
+    outcome = "Failed" if exit_code else "Succeeded"
 
-    def succeeded() -> bool:
+    def finished() -> bool:
         (job,) = jobs_of(api, dag_run.dag_id)
-        return (last_true_condition(job) or {}).get("type") == "Succeeded"
+        return (last_true_condition(job) or {}).get("type") == outcome
 
-    eventually(succeeded, timeout=30, message="the handed-on job did not succeed")
+    eventually(finished, timeout=30, message=f"the handed-on job did not end {outcome}")
     set_ti_state(dag_run, "train", "failed")
-    assert name not in sweep()
-    assert_kept_then_delete(api, dag_run, name)
+    with caplog.at_level(logging.WARNING, logger="airflow_gang.reaper"):
+        reaped = sweep()
+    if deleted:
+        assert reaped == [name]
+        assert not jobs_of(api, dag_run.dag_id)
+        assert f"per delete_on_finish={delete_on_finish}" in caplog.text
+    else:
+        assert name not in reaped
+        assert_kept_then_delete(api, dag_run, name)
 
 
 def test_a_job_of_another_uid_under_the_same_name_is_not_ours(
