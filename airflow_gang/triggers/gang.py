@@ -235,7 +235,7 @@ class GangJobTrigger(BaseTrigger):
             # Every trigger after the first gets the connection from the cache's hook (no lookup).
             self._connection_extras = await cache.hook.get_conn_extras()
             await cache.ready(CACHE_SYNC_SECONDS)
-            if cache.healthy and cache.snapshot(self.name)[0] is None:
+            if cache.snapshot_job(self.name) is None:  # not there (yet), or not followed at all
                 job = await self._get_or_none(cache.hook)
                 if job is not None and not watch_cache.followed(job):
                     self.log.info("PyTorchJob %s/%s is not the provider's: watching it alone", *self._where)

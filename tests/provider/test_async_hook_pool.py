@@ -513,8 +513,15 @@ async def test_fifty_hooks_and_fifty_triggers_never_block_the_event_loop(
         await asyncio.gather(*(hook.close() for hook in hooks))
 
         runs = [
+            # Each with its own client and watches: the shared cache would build one client only.
             GangJobTrigger(
-                name, NS, uid, poll_interval=30.0, kubernetes_conn_id=None, hook_kwargs=trigger_kwargs
+                name,
+                NS,
+                uid,
+                poll_interval=30.0,
+                kubernetes_conn_id=None,
+                hook_kwargs=trigger_kwargs,
+                watch="per_trigger",
             ).run()
             for name, uid in queued_jobs
         ]
