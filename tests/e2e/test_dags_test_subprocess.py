@@ -1,30 +1,15 @@
-"""DAGs run by ``airflow dags test <dag_id>`` in subprocesses, as a user runs them from a shell.
+"""A DAG run by ``airflow dags test <dag_id>`` in a subprocess, as a user runs it from a shell.
 
-One ordinary success proves the CLI path (its own interpreter, the connection from the
-environment, the master log in its output). Then the seed scenario concurrently: ``dag.test()``
-runs mapped tasks one at a time, so six jobs submitted *at the same time* need six processes.
-Each runs its own DAG with one PyTorchJobOperator (Master + 3 Workers, 1 GPU each, on a 4-GPU
-pool). A barrier in ``pre_execute`` releases all six submissions together, so the simulated
-training-operator (which holds back the pods of jobs that arrive within 0.25 s of each other and
-then creates them round-robin, like the real operator's parallel workers) interleaves their pods:
-
-- ``gang_scheduling="disabled"``: the kube-scheduler binds the first four pods in arrival order,
-  the masters of four different jobs, and no job can ever start. Each job's admission timeout
-  deletes it; as the deleted jobs free GPUs, pending pods of the others are bound in arrival
-  order, and the last job standing may happen to get its whole gang before its own deadline. So
-  at least five of six time out with `GangAdmissionTimeout`, any other succeeds, and nothing is
-  left behind.
-- ``gang_scheduling="provider"``: Volcano admits one whole gang at a time; all six succeed.
-
-All processes share the session's SQLite metadata database (the environment carries
-``AIRFLOW_HOME``, the DAGs folder and ``SQL_ALCHEMY_CONN``); each is bounded by a timeout and
-killed if it overruns.
+One ordinary success proves the CLI path: its own interpreter, the connection from the
+environment, the master log in its output, the trigger run inline. Six jobs submitted at once
+(with and without gangs) run under a real scheduler in tests/realstack/test_deployment.py, where
+the mapped tasks really are concurrent; the process is bounded by a timeout and killed if it
+overruns.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import sys
 import time
@@ -37,9 +22,7 @@ import pytest
 from kubernetes import client as k8s
 
 from airflow_gang.sim.cluster import SimCluster
-from tests.e2e.conftest import leftovers
 from tests.e2e.test_scenarios import delete_job, jobs_of
-from tests.waiting import eventually
 
 pytestmark = pytest.mark.usefixtures("kube_connection")
 AIRFLOW = Path(sys.executable).parent / "airflow"
@@ -173,99 +156,3 @@ def test_a_job_succeeds_through_an_airflow_dags_test_subprocess(
     assert run.process.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     assert "MASTER-LOG-MARKER from the CLI run" in run.stdout
     assert run_states(dag.dag_id) == ("success", {"train": "success"})
-
-
-# --- the seed scenario, six jobs submitted at once --------------------------------------------
-
-CONCURRENT_DAG = """
-import datetime as dt, pathlib, time
-from airflow.sdk import DAG
-from airflow_gang.operators.pytorch_job import PyTorchJobOperator
-
-def all_together(context):
-    # Submit only once every process has got this far: the six jobs reach the cluster together.
-    folder = pathlib.Path(__BARRIER__)
-    (folder / context["dag"].dag_id).touch()
-    deadline = time.monotonic() + 120
-    while len(list(folder.iterdir())) < __COUNT__:
-        if time.monotonic() > deadline:
-            raise TimeoutError("the other dags test processes never arrived")
-        time.sleep(0.01)
-
-with DAG("__DAG_ID__", schedule=None, start_date=dt.datetime(2026, 1, 1), catchup=False) as dag:
-    PyTorchJobOperator(
-        task_id="train", image="ghcr.io/acme/train:1", workers=3, resources={"nvidia.com/gpu": 1},
-        gang_scheduling=__GANG__, admission_timeout=__ADMISSION_TIMEOUT__, poll_interval=0.2,
-        pre_execute=all_together,
-        pod_template={"metadata": {"annotations": {"sim.airflow-gang.io/duration": "0.5"}}},
-    )
-"""
-JOBS = 6
-
-
-def run_six_at_once(
-    write_dag: Callable[..., Any],
-    dags_test: Callable[[str], DagsTest],
-    tmp_path: Path,
-    *,
-    gang: str,
-    admission_timeout: float,
-) -> list[DagsTest]:
-    barrier = tmp_path / "barrier"
-    barrier.mkdir()
-    dags = [
-        write_dag(
-            CONCURRENT_DAG, barrier=str(barrier), count=JOBS, gang=gang, admission_timeout=admission_timeout
-        )
-        for _ in range(JOBS)
-    ]
-    register_dags()
-    runs = []
-    for dag in dags:
-        runs.append(dags_test(dag.dag_id))
-        time.sleep(STAGGER)  # only the start-up: the barrier releases the submissions together
-    eventually(
-        lambda: len(list(barrier.iterdir())) == JOBS or any(run.process.poll() is not None for run in runs),
-        timeout=PROCESS_TIMEOUT,
-        interval=0.2,
-        message="the processes never reached the barrier",
-    )
-    # From the submissions on, every task must end within its admission timeout plus a margin
-    # for deleting its job (disabled) or for the jobs ahead of it in the queue (provider), and
-    # for six Airflow processes sharing a loaded 2-core machine (a 30 s margin was seen to overrun).
-    finish(runs, timeout=admission_timeout + 60)
-    for run in runs:
-        assert "database is locked" not in run.stdout + run.stderr
-    return runs
-
-
-def test_six_jobs_at_once_with_gang_scheduling_disabled_deadlock_and_time_out_leaving_nothing(
-    write_dag: Callable[..., Any], dags_test: Callable[[str], DagsTest], api: k8s.ApiClient, tmp_path: Path
-) -> None:
-    runs = run_six_at_once(write_dag, dags_test, tmp_path, gang="disabled", admission_timeout=15)
-    outcomes = {run.dag_id: run_states(run.dag_id) for run in runs}
-    timed_out = [
-        run
-        for run in runs
-        if outcomes[run.dag_id] == ("failed", {"train": "failed"})
-        and run.process.returncode == 1
-        and "GangAdmissionTimeout" in run.stdout
-    ]
-    succeeded = [run for run in runs if outcomes[run.dag_id] == ("success", {"train": "success"})]
-    assert len(timed_out) >= JOBS - 1, outcomes
-    assert len(timed_out) + len(succeeded) == JOBS, outcomes
-    # The deadlock itself: jobs that timed out had some, never all, of their replicas bound.
-    partial = [run for run in timed_out if re.search(r"was not admitted .*bound=[123]/4", run.stdout)]
-    assert partial, "no timed-out job reported a partially bound gang"
-    assert "nodes are available" in "".join(run.stdout for run in timed_out)
-    eventually(lambda: leftovers(api) == EMPTY, timeout=20, message=f"left behind: {leftovers(api)}")
-
-
-def test_six_jobs_at_once_with_provider_gangs_all_succeed(
-    write_dag: Callable[..., Any], dags_test: Callable[[str], DagsTest], api: k8s.ApiClient, tmp_path: Path
-) -> None:
-    runs = run_six_at_once(write_dag, dags_test, tmp_path, gang="provider", admission_timeout=120)
-    for run in runs:
-        assert run.process.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-        assert run_states(run.dag_id) == ("success", {"train": "success"})
-    eventually(lambda: leftovers(api) == EMPTY, timeout=20, message=f"left behind: {leftovers(api)}")
