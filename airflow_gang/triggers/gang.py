@@ -230,7 +230,7 @@ class GangJobTrigger(BaseTrigger):
         """Wait through the triggerer's shared cache (or this trigger's own watches for a job the
         cache does not follow: one without the provider's labels, e.g. a sensor's)."""
         key = watch_cache.cluster_key(self.kubernetes_conn_id, self.hook_kwargs)
-        cache = await watch_cache.acquire(key, self.namespace, self.hook, self.log)
+        cache = await watch_cache.acquire(key, self.namespace, self.hook)
         try:
             # Every trigger after the first gets the connection from the cache's hook (no lookup).
             self._connection_extras = await cache.hook.get_conn_extras()

@@ -15,6 +15,8 @@ Kubernetes controllers use:
   wakes those whose objects changed); a follower failing or coming back wakes every trigger,
   since their way of looking changes (`healthy`: cache or polling);
 - one API client for all of it (the first trigger's hook, with its connection looked up once);
+- its own log lines (a watch failing or back) in the triggerer's log: the cache outlives the
+  trigger that started it, so they cannot go to that trigger's task log;
 - reference counting: the first trigger starts the cache, the last one leaving stops it after
   `LINGER_SECONDS`, so a task that re-defers does not restart the watches.
 
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import random
 import weakref
 from collections.abc import Awaitable, Callable
@@ -41,6 +44,7 @@ if TYPE_CHECKING:
     from airflow_gang.hooks.kinds import WatchKind
 
 JsonDict = dict[str, Any]
+log = logging.getLogger(__name__)
 JOB_NAME_LABEL = "training.kubeflow.org/job-name"
 WATCH_SECONDS = 300
 RETRY_MAX_SECONDS = 30.0
@@ -149,7 +153,7 @@ class _Follower:
 
     def _replace(self, items: list[JsonDict]) -> None:
         """A fresh list: wake the jobs whose objects appeared, changed or vanished meanwhile."""
-        fresh = {str(item["metadata"]["name"]): item for item in items}
+        fresh = {str(item["metadata"]["name"]): _trimmed(item) for item in items}
         touched: set[str] = set()
         for name in self.objects.keys() | fresh.keys():
             before, after = self.objects.get(name), fresh.get(name)
@@ -182,9 +186,16 @@ class _Follower:
         if kind_of_event == "DELETED":
             self.objects.pop(name, None)
         else:
-            self.objects[name] = obj
+            self.objects[name] = _trimmed(obj)
             self._index(name, obj)
         self.cache.wake({job for job in (_job(self.kind, before), _job(self.kind, obj)) if job})
+
+
+def _trimmed(obj: JsonDict) -> JsonDict:
+    """The object without ``managedFields`` (an informer's transform: most of an object's bytes,
+    never read here)."""
+    (obj.get("metadata") or {}).pop("managedFields", None)
+    return obj
 
 
 def _version(obj: JsonDict | None) -> str | None:
@@ -202,11 +213,13 @@ class WatchCache:
     read its objects with `snapshot` while `healthy`.
     """
 
-    def __init__(self, key: tuple[str, str], hook: AsyncGangJobHook, namespace: str, log: OutageLog) -> None:
+    def __init__(
+        self, key: tuple[str, str], hook: AsyncGangJobHook, namespace: str, logger: OutageLog = log
+    ) -> None:
         self.key = key
         self.hook = hook
         self.namespace = namespace
-        self.log = log
+        self.log = logger
         self.followers = {kind: _Follower(self, kind) for kind in SELECTORS}
         self.subscribers: dict[str, set[Subscription]] = {}
         self.users = 0
@@ -320,7 +333,7 @@ def cluster_key(conn_id: str | None, hook_kwargs: dict[str, Any] | None) -> str:
 
 
 async def acquire(
-    cluster: str, namespace: str, make_hook: Callable[[], Awaitable[AsyncGangJobHook]], log: OutageLog
+    cluster: str, namespace: str, make_hook: Callable[[], Awaitable[AsyncGangJobHook]]
 ) -> WatchCache:
     """The loop's cache for ``cluster`` and ``namespace``, started by the first caller."""
     loop = asyncio.get_running_loop()
@@ -330,7 +343,7 @@ async def acquire(
         key = (cluster, namespace)
         cache = registry.get(key)
         if cache is None:
-            cache = WatchCache(key, await make_hook(), namespace, log)
+            cache = WatchCache(key, await make_hook(), namespace)
             cache.start()
             registry[key] = cache
         cache.users += 1

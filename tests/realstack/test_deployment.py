@@ -83,6 +83,12 @@ def check_sweep_timelines(values: list[dict[str, Any]]) -> None:
         assert start >= end - dt.timedelta(seconds=1), f"two gangs overlapped: {spans}"
 
 
+def provider_open_watches(api: k8s.ApiClient) -> int:
+    """Watches the provider's async client (the triggerer's) holds open at the API server now."""
+    metrics = call(api, "GET", "/sim/v1/metrics")
+    return sum(entry["count"] for entry in metrics["openWatches"] if entry["userAgent"] == USER_AGENT)
+
+
 @contextlib.contextmanager
 def open_watches_sampled(api: k8s.ApiClient) -> Iterator[list[int]]:
     """Sample the provider's open watches at the API server every 0.5 s while the block runs."""
@@ -91,8 +97,7 @@ def open_watches_sampled(api: k8s.ApiClient) -> Iterator[list[int]]:
 
     def sample() -> None:
         while not stop.wait(0.5):
-            metrics = call(api, "GET", "/sim/v1/metrics")
-            samples.append(sum(e["count"] for e in metrics["openWatches"] if e["userAgent"] == USER_AGENT))
+            samples.append(provider_open_watches(api))
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
@@ -106,12 +111,15 @@ def open_watches_sampled(api: k8s.ApiClient) -> Iterator[list[int]]:
 def test_a_mapped_sweep_of_deferred_gangs_all_succeed_one_gang_at_a_time(
     stack: AirflowStack, api: k8s.ApiClient
 ) -> None:
+    # A cache of an earlier test (another connection) may still linger (30 s) when this starts.
+    before = provider_open_watches(api)
     with open_watches_sampled(api) as watches:
         run_id, values = run_gang_sweep(stack)
     check_sweep_timelines(values)
-    # Six deferred gangs in one triggerer share its three watches (jobs, PodGroups, pods).
+    # Six deferred gangs in one triggerer share its three watches (jobs, PodGroups, pods); with
+    # a trigger's own watches it would be up to eighteen.
     assert watches, "the sampler saw nothing"
-    assert 0 < max(watches) <= 3, watches
+    assert max(watches) <= before + 3, (before, watches)
     assert RACE_MESSAGE not in stack.component_log("scheduler")
     log = stack.client.task_log("rs_gang_sweep", run_id, "train", 1, map_index=5)
     # One deferral for the whole wait, its phase changes logged by the trigger into the task log.

@@ -8,7 +8,6 @@ objects changed.
 from __future__ import annotations
 
 import asyncio
-import logging
 from typing import Any
 
 from airflow_gang.triggers.watch_cache import JOB_NAME_LABEL, WatchCache
@@ -22,7 +21,7 @@ def obj(name: str, version: int, job: str | None = None) -> dict[str, Any]:
 
 
 def cache() -> WatchCache:
-    return WatchCache(("cluster", "default"), hook=None, namespace="default", log=logging.getLogger("test"))  # type: ignore[arg-type]
+    return WatchCache(("cluster", "default"), hook=None, namespace="default")  # type: ignore[arg-type]
 
 
 def test_events_keep_each_jobs_objects_and_wake_only_its_triggers() -> None:
