@@ -200,9 +200,8 @@ class PyTorchJobOperator(GangJobArguments):
     def _remember(self, context: Context, job: JsonDict, *, delivered: bool = False) -> None:
         links.persist(context, job["metadata"]["namespace"], job["metadata"]["name"])
         # The orphan reaper (airflow_gang.reaper) finds jobs through this entry.
-        state_store.remember_job(
-            context, job, self.kubernetes_conn_id, delete_on_finish=self.delete_on_finish, delivered=delivered
-        )
+        conn, delete_on_finish = self.kubernetes_conn_id, self.delete_on_finish
+        state_store.remember_job(context, job, conn, delete_on_finish, delivered=delivered)
 
     def _record_progress(self, context: Context, status: GangStatus) -> None:
         if self.report_progress:

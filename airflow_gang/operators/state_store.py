@@ -54,8 +54,8 @@ def remember_job(
     context: Context,
     job: JsonDict,
     conn_id: str,
-    *,
     delete_on_finish: str | None = None,
+    *,
     delivered: bool = False,
 ) -> None:
     """Write the ``pytorchjob`` entry for ``job`` (``delivered``: its result was returned;
