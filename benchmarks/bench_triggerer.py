@@ -366,6 +366,8 @@ class Phase:
             self.triggerer.stop()
             if not interrupted:
                 self._safely("reading the results", self._collect)
+                # A phase cut short leaves deferred TIs: the next phase's triggerer must not run them.
+                self._safely("abandoning what still waits", self._abandon)
             self.truth.stop()
             if self.truth.error is not None:
                 self.result.problems.append(f"ground-truth watcher: {self.truth.error!r}"[:300])
@@ -380,6 +382,9 @@ class Phase:
             step()
         except Exception as error:
             self.result.problems.append(f"{what} failed: {error!r}"[:500])
+
+    def _abandon(self) -> None:
+        self.database.abandon(self.run_id)
 
     def _cleanup(self) -> None:
         if not delete_namespace(self.api, self.namespace, 120 + 0.1 * self.size):
@@ -407,7 +412,12 @@ class Phase:
             say(f"{self.label()}: {size} deferred TIs written; waiting for every trigger to look once")
             try:
                 if not wait_until(self._all_looked, config.load_limit(size), period=2.0):
-                    raise RuntimeError(f"not every trigger looked within {config.load_limit(size):.0f} s")
+                    logs = harness.read_trigger_logs(HOME, self.run_id, first_look_only=True)
+                    looked = sum(1 for log in logs.values() if log.first_look_at is not None)
+                    raise RuntimeError(
+                        f"only {looked}/{size} triggers had looked once {config.load_limit(size):.0f} s "
+                        "after the TIs were written"
+                    )
                 result.load_seconds = time.monotonic() - written
                 self._idle_window()
                 if self.truth.counts(self.names)[1]:
@@ -419,8 +429,10 @@ class Phase:
                 if done:
                     result.run_seconds = time.monotonic() - opened
                 else:
+                    _, admitted, finished = self.truth.counts(self.names)
                     result.problems.append(
-                        f"did not finish within {config.run_limit(size):.0f} s of opening the queue"
+                        f"did not finish within {config.run_limit(size):.0f} s of opening the queue: "
+                        f"{admitted} jobs admitted, {finished} finished"
                     )
             finally:
                 result.requests = self.counts() - before

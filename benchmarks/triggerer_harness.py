@@ -213,6 +213,29 @@ class AirflowDatabase:
                 ti.next_kwargs = {}
                 session.add(ti)
 
+    def abandon(self, run_id: str) -> int:
+        """Take the run's still deferred TIs off their triggers (state ``removed``) and delete those
+        `Trigger` rows, so the next phase's triggerer does not pick them up; returns how many."""
+        from airflow.models.taskinstance import TaskInstance
+        from airflow.models.trigger import Trigger
+        from airflow.utils.session import create_session
+        from airflow.utils.state import TaskInstanceState
+        from sqlalchemy import delete, select, update
+
+        with create_session() as session:
+            waiting = (
+                TaskInstance.dag_id == DAG_ID,
+                TaskInstance.run_id == run_id,
+                TaskInstance.state == TaskInstanceState.DEFERRED,
+            )
+            trigger_ids = [i for i in session.scalars(select(TaskInstance.trigger_id).where(*waiting)) if i]
+            session.execute(
+                update(TaskInstance).where(*waiting).values(state=TaskInstanceState.REMOVED, trigger_id=None)
+            )
+            if trigger_ids:
+                session.execute(delete(Trigger).where(Trigger.id.in_(trigger_ids)))
+        return len(trigger_ids)
+
     def task_states(self, run_id: str) -> Counter[str]:
         """How many of the run's TIs are in each state (cheap: no payloads)."""
         from airflow.models.taskinstance import TaskInstance
