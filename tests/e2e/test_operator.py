@@ -202,6 +202,8 @@ def test_the_task_state_store_holds_the_job_identity_and_live_progress(
         "uid": result["uid"],
         "kubernetes_conn_id": "kubernetes_default",
         "try_number": 1,
+        # For the orphan reaper, should the task be ended from outside after its job finished.
+        "delete_on_finish": "on_success",
         # The result was returned: a later try (a clear) trains anew instead of reusing this job.
         "delivered": True,
     }
