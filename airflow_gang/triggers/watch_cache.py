@@ -27,6 +27,7 @@ their own, and poll with GETs only while a follower is down.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 import logging
 import random
@@ -230,7 +231,11 @@ class WatchCache:
     # --- lifecycle ---------------------------------------------------------------------------
 
     def start(self) -> None:
-        self._main = asyncio.create_task(self._run(), name=f"airflow-gang watch cache {self.namespace}")
+        # A fresh context: the task would otherwise inherit the starting trigger's (Airflow binds
+        # a trigger's task instance to its log lines through context variables).
+        self._main = asyncio.create_task(
+            self._run(), name=f"airflow-gang watch cache {self.namespace}", context=contextvars.Context()
+        )
 
     async def _run(self) -> None:
         try:
