@@ -91,9 +91,8 @@ def is_live(job: JsonDict) -> bool:
 
 
 def find_job_to_attach(
-    hook: GangJobHook,
+    found: list[JsonDict],
     namespace: str,
-    identity: dict[str, str],
     *,
     stored: JsonDict | None,
     reuse_succeeded: bool,
@@ -101,15 +100,12 @@ def find_job_to_attach(
 ) -> Attached | None:
     """The earlier try's job this try should take over, if any (see the module docstring).
 
+    :param found: the task instance's jobs (every try), as listed by their identity labels.
     :param stored: the task state store's ``pytorchjob`` entry (name, namespace, uid, and
         ``delivered`` once a try returned that job's result: a cleared task then trains anew).
     :param first_try: `first_try_since_clear`; jobs of earlier tries are not taken over.
     """
-    jobs = [
-        job
-        for job in hook.find_pytorchjobs(namespace, identity_selector(identity))
-        if (_try_number(job) or first_try) >= first_try
-    ]
+    jobs = [job for job in found if (_try_number(job) or first_try) >= first_try]
     live = [job for job in jobs if is_live(job)]
     if len(live) > 1:
         names = ", ".join(sorted(job["metadata"]["name"] for job in live))
@@ -152,9 +148,10 @@ def take_over_or_submit(
     """
     name, namespace, identity = target
     gang = spec.gang_scheduling.value
-    retire_cleared_jobs(hook, namespace, identity, first_try, logger)
+    found = hook.find_pytorchjobs(namespace, identity_selector(identity))
+    retire_cleared_jobs(hook, found, namespace, first_try, logger)
     attached = find_job_to_attach(
-        hook, namespace, identity, stored=stored, reuse_succeeded=reuse_succeeded, first_try=first_try
+        found, namespace, stored=stored, reuse_succeeded=reuse_succeeded, first_try=first_try
     )
     if attached is not None:
         job = attached.job
@@ -187,12 +184,13 @@ def take_over_or_submit(
 
 def retire_cleared_jobs(
     hook: GangJobHook,
+    found: list[JsonDict],
     namespace: str,
-    identity: dict[str, str],
     first_try: int,
     logger: logging.Logger | Any = log,
 ) -> list[str]:
-    """Delete the live jobs of tries before ``first_try``: a person cleared the task since.
+    """Delete the live ones of ``found`` (the task instance's jobs) whose try came before
+    ``first_try``: a person cleared the task since.
 
     Returns their names. The deletes are confirmed (bounded), so their GPUs are back in the queue
     before this try's gang asks for them.
@@ -200,7 +198,7 @@ def retire_cleared_jobs(
     if first_try <= 1:
         return []
     retired = []
-    for job in hook.find_pytorchjobs(namespace, identity_selector(identity)):
+    for job in found:
         number = _try_number(job)
         if number is None or number >= first_try or not is_live(job):
             continue

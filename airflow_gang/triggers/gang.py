@@ -238,7 +238,9 @@ class GangJobTrigger(BaseTrigger):
             if cache.snapshot_job(self.name) is None:  # not there (yet), or not followed at all
                 job = await self._get_or_none(cache.hook)
                 if job is not None and not watch_cache.followed(job):
-                    self.log.info("PyTorchJob %s/%s is not the provider's: watching it alone", *self._where)
+                    self.log.info(
+                        "PyTorchJob %s/%s is not the provider's: watching it alone", self.namespace, self.name
+                    )
                     feed: Feed = self._own_feed(cache.hook)
                     try:
                         return await self._wait(cache.hook, feed)
@@ -251,10 +253,6 @@ class GangJobTrigger(BaseTrigger):
                 await shared.stop()
         finally:
             watch_cache.release(cache)
-
-    @property
-    def _where(self) -> tuple[str, str]:
-        return self.namespace, self.name
 
     async def _get_or_none(self, hook: AsyncGangJobHook) -> JsonDict | None:
         try:

@@ -87,8 +87,8 @@ class _Follower:
         self.selector = SELECTORS[kind]
         self.objects: dict[str, JsonDict] = {}  # name -> object
         self.by_job: dict[str, dict[str, JsonDict]] = {}  # job name -> name -> object
+        # Only ever True after a list: a watch starts from a listed resourceVersion.
         self.watching = False
-        self.synced = asyncio.Event()
         self.lists = 0
         self.watches = 0
 
@@ -112,7 +112,6 @@ class _Follower:
                     )
                     self.lists += 1
                     self._replace(items)
-                    self.synced.set()
                 async for event in self.cache.hook.watch(
                     self.kind,
                     self.cache.namespace,
@@ -278,7 +277,7 @@ class WatchCache:
     @property
     def healthy(self) -> bool:
         """Every follower has listed and is watching: the store is current, triggers need not poll."""
-        return all(f.watching and f.synced.is_set() for f in self.followers.values())
+        return all(follower.watching for follower in self.followers.values())
 
     def snapshot(self, name: str) -> tuple[JsonDict | None, JsonDict | None, list[JsonDict]]:
         """The job, its PodGroup and its pods as the cache holds them."""

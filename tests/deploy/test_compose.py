@@ -175,9 +175,10 @@ def test_airflow_service_configuration(name: str) -> None:
     assert execution_api.hostname == "api-server"
     assert f"{execution_api.port}:{execution_api.port}" in all_services["api-server"]["ports"]
     assert env["AIRFLOW__API_AUTH__JWT_SECRET"]
-    assert env["AIRFLOW__API_AUTH__JWT_SECRET"] == environment(all_services["api-server"])[
-        "AIRFLOW__API_AUTH__JWT_SECRET"
-    ]
+    assert (
+        env["AIRFLOW__API_AUTH__JWT_SECRET"]
+        == environment(all_services["api-server"])["AIRFLOW__API_AUTH__JWT_SECRET"]
+    )
 
 
 @pytest.mark.parametrize("name", AIRFLOW_SERVICES)

@@ -64,10 +64,14 @@ def test_roles_grant_exactly_the_required_permissions() -> None:
     required = set(REQUIRED_PERMISSIONS)
     namespaced = {p for p in required if (p[0], p[1]) not in CLUSTER_SCOPED}
     assert granted(role) == namespaced
-    assert granted(cluster_role) == required - namespaced == {
-        ("scheduling.volcano.sh", "queues", "get"),
-        ("scheduling.volcano.sh", "queues", "list"),
-    }
+    assert (
+        granted(cluster_role)
+        == required - namespaced
+        == {
+            ("scheduling.volcano.sh", "queues", "get"),
+            ("scheduling.volcano.sh", "queues", "list"),
+        }
+    )
 
 
 def test_rules_use_no_wildcards_or_names() -> None:

@@ -80,7 +80,13 @@ def test_sim_command_line_takes_repeated_tls_sans_and_an_advertise_url() -> None
 
 @pytest.mark.parametrize(
     "url",
-    ["http://kube-sim:6443", "kube-sim:6443", "https://:6443", "https://kube-sim:6443/api", "https://kube-sim:99999"],
+    [
+        "http://kube-sim:6443",
+        "kube-sim:6443",
+        "https://:6443",
+        "https://kube-sim:6443/api",
+        "https://kube-sim:99999",
+    ],
 )
 def test_sim_command_line_rejects_an_advertise_url_the_simulator_cannot_serve(
     url: str, capsys: pytest.CaptureFixture[str]

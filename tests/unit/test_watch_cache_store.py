@@ -66,7 +66,6 @@ def test_a_follower_losing_its_watch_makes_the_cache_unhealthy_and_wakes_everyon
         subscription = shared.subscribe("x")
         states = []
         for follower in shared.followers.values():
-            follower.synced.set()
             follower._set_watching(True)
         states.append((shared.healthy, await shared.ready(0.01)))
         subscription.changed.clear()
