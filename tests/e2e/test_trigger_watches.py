@@ -115,13 +115,13 @@ def trigger_for(job: Submitted, **kwargs: Any) -> GangJobTrigger:
     return GangJobTrigger(**serialized)
 
 
-async def first_event(trigger: GangJobTrigger) -> dict[str, Any]:
+async def first_event(trigger: GangJobTrigger, timeout: float = EVENT_TIMEOUT) -> dict[str, Any]:
     async def first() -> dict[str, Any]:
         async for event in trigger.run():
             return dict(event.payload)
         raise AssertionError("the trigger ended without an event")
 
-    return await asyncio.wait_for(first(), EVENT_TIMEOUT)
+    return await asyncio.wait_for(first(), timeout)
 
 
 def run_trigger(trigger: GangJobTrigger) -> tuple[dict[str, Any], float]:

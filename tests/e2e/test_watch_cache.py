@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +24,8 @@ from airflow_gang.sim.cluster import SimCluster
 from airflow_gang.spec import GangJobSpec
 from airflow_gang.triggers import watch_cache
 from airflow_gang.triggers.gang import GangJobTrigger
+from tests.e2e.test_trigger_watches import first_event as first_event_within
+from tests.e2e.test_trigger_watches import provider_requests
 from tests.sim.apiserver.helpers import call
 
 pytestmark = pytest.mark.usefixtures("kube_connection")
@@ -104,25 +105,12 @@ def trigger_for(job: Submitted, **kwargs: Any) -> GangJobTrigger:
 
 
 async def first_event(trigger: GangJobTrigger) -> dict[str, Any]:
-    async def first() -> dict[str, Any]:
-        async for event in trigger.run():
-            return dict(event.payload)
-        raise AssertionError("the trigger ended without an event")
-
-    return await asyncio.wait_for(first(), EVENT_TIMEOUT)
+    return await first_event_within(trigger, EVENT_TIMEOUT)
 
 
 def metrics(api: k8s.ApiClient) -> dict[str, Any]:
     body: dict[str, Any] = call(api, "GET", "/sim/v1/metrics")
     return body
-
-
-def provider_requests(api: k8s.ApiClient) -> Counter[tuple[str, str]]:
-    counts: Counter[tuple[str, str]] = Counter()
-    for entry in metrics(api)["requests"]:
-        if entry["userAgent"] == USER_AGENT:
-            counts[entry["verb"], entry["resource"]] += entry["count"]
-    return counts
 
 
 def open_watches(api: k8s.ApiClient) -> int:

@@ -70,11 +70,30 @@ def test_orphan_deletion_keeps_dependents_without_the_reference(
     assert all(not p.metadata.owner_references for p in pods)
 
 
+def hold_worker(core: k8s.CoreV1Api, namespace: str) -> None:
+    """A finalizer keeps ``job-worker-0`` (a blocking dependent of ``job``) alive."""
+    core.patch_namespaced_pod("job-worker-0", namespace, {"metadata": {"finalizers": ["example.com/hold"]}})
+
+
+def release_worker_and_wait_for_the_job_to_go(
+    core: k8s.CoreV1Api, custom: k8s.CustomObjectsApi, namespace: str
+) -> None:
+    """Drop ``hold_worker``'s finalizer: the foreground deletion of ``job`` completes, no pod left."""
+    core.patch_namespaced_pod(
+        "job-worker-0", namespace, {"metadata": {"$deleteFromPrimitiveList/finalizers": ["example.com/hold"]}}
+    )
+    eventually(
+        lambda: not exists(custom.get_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL, "job"),
+        timeout=5,
+    )
+    assert core.list_namespaced_pod(namespace).items == []
+
+
 def test_foreground_waits_for_blocking_dependents(
     core: k8s.CoreV1Api, custom: k8s.CustomObjectsApi, namespace: str, job_with_pods: dict[str, Any]
 ) -> None:
     # A finalizer keeps one dependent alive, so the owner must stay, marked for deletion.
-    core.patch_namespaced_pod("job-worker-0", namespace, {"metadata": {"finalizers": ["example.com/hold"]}})
+    hold_worker(core, namespace)
     response = custom.delete_namespaced_custom_object(
         GROUP, VERSION, namespace, PLURAL, "job", propagation_policy="Foreground"
     )
@@ -85,14 +104,7 @@ def test_foreground_waits_for_blocking_dependents(
     assert not exists(core.read_namespaced_pod, "job-master-0", namespace)
     worker = core.read_namespaced_pod("job-worker-0", namespace)
     assert worker.metadata.deletion_timestamp is not None
-    core.patch_namespaced_pod(
-        "job-worker-0", namespace, {"metadata": {"$deleteFromPrimitiveList/finalizers": ["example.com/hold"]}}
-    )
-    eventually(
-        lambda: not exists(custom.get_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL, "job"),
-        timeout=5,
-    )
-    assert core.list_namespaced_pod(namespace).items == []
+    release_worker_and_wait_for_the_job_to_go(core, custom, namespace)
 
 
 def test_a_blocking_dependent_created_during_a_foreground_deletion_is_deleted_too(
@@ -100,7 +112,7 @@ def test_a_blocking_dependent_created_during_a_foreground_deletion_is_deleted_to
 ) -> None:
     """A controller that has not seen the deletion yet recreates a pod: the owner must not wait for
     it forever (the upstream collector deletes blocking dependents while the owner waits)."""
-    core.patch_namespaced_pod("job-worker-0", namespace, {"metadata": {"finalizers": ["example.com/hold"]}})
+    hold_worker(core, namespace)
     custom.delete_namespaced_custom_object(
         GROUP, VERSION, namespace, PLURAL, "job", propagation_policy="Foreground"
     )
@@ -108,14 +120,7 @@ def test_a_blocking_dependent_created_during_a_foreground_deletion_is_deleted_to
     late["metadata"]["ownerReferences"] = owned_by(job_with_pods)
     core.create_namespaced_pod(namespace, late)
     assert not exists(core.read_namespaced_pod, "job-master-0", namespace)
-    core.patch_namespaced_pod(
-        "job-worker-0", namespace, {"metadata": {"$deleteFromPrimitiveList/finalizers": ["example.com/hold"]}}
-    )
-    eventually(
-        lambda: not exists(custom.get_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL, "job"),
-        timeout=5,
-    )
-    assert core.list_namespaced_pod(namespace).items == []
+    release_worker_and_wait_for_the_job_to_go(core, custom, namespace)
 
 
 def test_foreground_does_not_wait_for_non_blocking_dependents(
