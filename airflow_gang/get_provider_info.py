@@ -48,6 +48,9 @@ def get_provider_info() -> dict[str, Any]:
         "triggers": [
             {"integration-name": "Kubeflow PyTorchJob", "python-modules": ["airflow_gang.triggers.gang"]},
         ],
+        "task-decorators": [
+            {"name": "pytorchjob", "class-name": "airflow_gang.decorators.pytorch_job.pytorchjob_task"},
+        ],
         "extra-links": [
             "airflow_gang.links.GangJobLink",
             "airflow_gang.links.KubernetesDashboardLink",

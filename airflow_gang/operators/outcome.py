@@ -8,6 +8,7 @@ timeline), the same `PyTorchJobFailed`, the same ``delete_on_finish``.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from airflow_gang.gang_state import master_pod_name
@@ -50,10 +51,13 @@ def finish(
     finished_at: str | None,
     log_streamed: bool,
     outage: Outage,
-) -> JsonDict:
+    on_success: Callable[[JsonDict, JsonDict], Any] | None = None,
+) -> Any:
     """Log the master's tail (unless streamed), raise `PyTorchJobFailed` or return the result.
 
-    The job is deleted per ``delete_on_finish`` in both cases.
+    ``on_success(job, result)``, when given, turns the result into the task's return value while
+    the job and its pods are still there; if it raises, the job is cleaned up as a failed one.
+    The job is deleted per ``delete_on_finish`` in every case.
     """
     hook = task.hook
     metadata = job["metadata"]
@@ -84,6 +88,12 @@ def finish(
         value["queued_seconds"],
         value["run_seconds"],
     )
+    if on_success is not None:
+        try:
+            value = on_success(current, value)
+        except Exception:
+            _cleanup(task, current, succeeded=False)
+            raise
     _cleanup(task, current, succeeded=True)
     return value
 

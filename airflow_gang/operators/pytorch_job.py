@@ -137,7 +137,7 @@ class PyTorchJobOperator(GangJobArguments):
 
     # --- execute ------------------------------------------------------------------------------
 
-    def execute(self, context: Context) -> JsonDict | None:
+    def execute(self, context: Context) -> Any:
         spec = self.build_spec()
         admission_timeout = self.admission_timeout_seconds()
         name, identity = self.identity(context)
@@ -211,9 +211,7 @@ class PyTorchJobOperator(GangJobArguments):
 
     # --- waiting in the worker ----------------------------------------------------------------
 
-    def _wait_in_worker(
-        self, context: Context, job: JsonDict, plan: WaitPlan, outage: Outage
-    ) -> JsonDict | None:
+    def _wait_in_worker(self, context: Context, job: JsonDict, plan: WaitPlan, outage: Outage) -> Any:
         self._waiter = WorkerWait(
             self.hook,
             self.log,
@@ -230,7 +228,7 @@ class PyTorchJobOperator(GangJobArguments):
             raise
         return self._conclude(context, job, end, outage)
 
-    def _conclude(self, context: Context, job: JsonDict, end: WaitEnd, outage: Outage) -> JsonDict | None:
+    def _conclude(self, context: Context, job: JsonDict, end: WaitEnd, outage: Outage) -> Any:
         name, namespace = job["metadata"]["name"], job["metadata"]["namespace"]
         status = end.seen.status
         if end.kind == "lost":
@@ -363,7 +361,7 @@ class PyTorchJobOperator(GangJobArguments):
         state: str,
         times: tuple[str | None, str | None],
         outage: Outage,
-    ) -> JsonDict:
+    ) -> Any:
         admitted_at, finished_at = times
         streamed = self._waiter.stop_following() if self._waiter is not None else False
         value = finish(
@@ -374,12 +372,18 @@ class PyTorchJobOperator(GangJobArguments):
             finished_at=finished_at,
             log_streamed=streamed,
             outage=outage,
+            on_success=partial(self.job_succeeded, context),
         )
         self._remember(context, job, delivered=True)
         self._submitted = None
         return value
 
-    def _earlier_job_gone(self, context: Context, name: str, namespace: str) -> JsonDict | None:
+    def job_succeeded(self, context: Context, job: JsonDict, result: JsonDict) -> Any:
+        """What the task returns once its job succeeded (``result``); a hook for subclasses, run while
+        the job's pods and logs are still there (``@task.pytorchjob`` reads the function's value)."""
+        return result
+
+    def _earlier_job_gone(self, context: Context, name: str, namespace: str) -> Any:
         """The job of an earlier try this try reattached to was deleted: start over with a new one.
 
         That try was cleared or marked failed by a person while this one started, and its

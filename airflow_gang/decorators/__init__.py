@@ -1,0 +1,1 @@
+"""TaskFlow decorators: ``@task.pytorchjob`` (`airflow_gang.decorators.pytorch_job`)."""
