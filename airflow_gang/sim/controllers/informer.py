@@ -1,9 +1,13 @@
 """List-then-watch caches of API objects, shared by all controllers of one manager.
 
 One informer per kind lists, then watches from the list's resourceVersion, and goes back to a
-fresh list after ``410 Gone`` (or any broken stream it cannot resume). Every change wakes the
-controllers subscribed to that kind; they then read the whole cache (level-triggered), so a
-missed or coalesced notification can never lose work.
+fresh list after ``410 Gone`` (or any broken stream it cannot resume). Every change is offered
+to the controllers subscribed to that kind (the object, or ``None`` after a re-list, meaning
+"anything may have changed"); a controller that wants it wakes and reads the cache
+(level-triggered), so a missed or coalesced notification can never lose work.
+
+Secondary indexes (`Informer.add_index`) let a controller read just its part of a big cache —
+a kubelet its node's pods — instead of scanning every object on each wake-up.
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, TypeAlias
 
 import aiohttp
 
@@ -21,6 +25,10 @@ from airflow_gang.sim.controllers.kinds import Kind, object_key
 log = logging.getLogger(__name__)
 
 _RETRY_SECONDS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0)
+
+Listener: TypeAlias = Callable[[JsonDict | None], None]
+"""Called with each changed object (the last state seen for a deletion), or None after a re-list."""
+IndexFunction: TypeAlias = Callable[[JsonDict], Iterable[str]]
 
 
 def _resource_version(obj: JsonDict) -> int:
@@ -41,14 +49,59 @@ class Informer:
         # a write answer cannot resurrect an object the watch already reported gone.
         self._deleted: dict[tuple[str, str], int] = {}
         self.synced = asyncio.Event()
-        self._listeners: list[Callable[[], None]] = []
+        self._listeners: list[Listener] = []
+        self._index_functions: dict[str, IndexFunction] = {}
+        # index name -> index value -> keys of the objects with that value
+        self._indexes: dict[str, dict[str, dict[tuple[str, str], None]]] = {}
 
-    def subscribe(self, listener: Callable[[], None]) -> None:
+    def subscribe(self, listener: Listener) -> None:
         self._listeners.append(listener)
 
-    def _notify(self) -> None:
+    def _notify(self, obj: JsonDict | None) -> None:
         for listener in self._listeners:
-            listener()
+            listener(obj)
+
+    def add_index(self, name: str, values_of: IndexFunction) -> None:
+        """Keep objects findable by ``values_of(obj)`` (`indexed`); a second add of ``name`` is a no-op."""
+        if name in self._index_functions:
+            return
+        self._index_functions[name] = values_of
+        self._indexes[name] = {}
+        for key, obj in self.objects.items():
+            self._index(key, obj, name)
+
+    def indexed(self, name: str, value: str) -> list[JsonDict]:
+        """The cached objects whose index ``name`` has ``value``, in the order they were first seen."""
+        keys = self._indexes[name].get(value, ())
+        return [self.objects[key] for key in keys]
+
+    def _index(self, key: tuple[str, str], obj: JsonDict, only: str | None = None) -> None:
+        for name, values_of in self._index_functions.items():
+            if only is None or name == only:
+                for value in values_of(obj):
+                    self._indexes[name].setdefault(value, {})[key] = None
+
+    def _unindex(self, key: tuple[str, str], obj: JsonDict) -> None:
+        for name, values_of in self._index_functions.items():
+            index = self._indexes[name]
+            for value in values_of(obj):
+                keys = index.get(value)
+                if keys is not None:
+                    keys.pop(key, None)
+                    if not keys:
+                        del index[value]
+
+    def _put(self, key: tuple[str, str], obj: JsonDict) -> None:
+        previous = self.objects.get(key)
+        if previous is not None:
+            self._unindex(key, previous)
+        self.objects[key] = obj
+        self._index(key, obj)
+
+    def _drop(self, key: tuple[str, str]) -> None:
+        previous = self.objects.pop(key, None)
+        if previous is not None:
+            self._unindex(key, previous)
 
     def observe(self, obj: JsonDict) -> None:
         """Take an object the caller just wrote, so the next reconcile does not act on stale state."""
@@ -58,10 +111,10 @@ class Informer:
             return
         current = self.objects.get(key)
         if current is None or version >= _resource_version(current):
-            self.objects[key] = obj
+            self._put(key, obj)
 
     def forget(self, obj: JsonDict) -> None:
-        self.objects.pop(object_key(obj), None)
+        self._drop(object_key(obj))
 
     async def run(self) -> None:
         attempt = 0
@@ -82,9 +135,12 @@ class Informer:
     async def _list(self) -> str:
         listing = await self.client.list_objects(self.kind)
         self.objects = {object_key(item): _with_kind(item, self.kind) for item in listing.get("items", [])}
+        self._indexes = {name: {} for name in self._index_functions}
+        for key, obj in self.objects.items():
+            self._index(key, obj)
         self._deleted = {}
         self.synced.set()
-        self._notify()
+        self._notify(None)
         return str(listing["metadata"]["resourceVersion"])
 
     async def _watch(self, version: str) -> str | None:
@@ -99,11 +155,11 @@ class Informer:
             if kind == "BOOKMARK":
                 continue
             if kind == "DELETED":
-                self.objects.pop(object_key(obj), None)
+                self._drop(object_key(obj))
                 self._deleted[object_key(obj)] = _resource_version(obj)
             else:
                 self.observe(_with_kind(obj, self.kind))
-            self._notify()
+            self._notify(obj)
         return version
 
 

@@ -45,13 +45,16 @@ from airflow_gang.sim.controllers import rendezvous
 from airflow_gang.sim.controllers.client import ApiError, JsonDict, KubeClient
 from airflow_gang.sim.controllers.clock import utc_now
 from airflow_gang.sim.controllers.informer import Cache, deep_get
-from airflow_gang.sim.controllers.kinds import PODS, PYTORCHJOBS, object_key
+from airflow_gang.sim.controllers.kinds import PODS, PYTORCHJOBS, Kind, object_key
 from airflow_gang.sim.controllers.kubelet_node import NodeAgent
 from airflow_gang.sim.controllers.kubelet_pod import PodRun
 from airflow_gang.sim.controllers.kubelet_status import node_lost_status
 from airflow_gang.sim.controllers.retrying import retry_transient
 
 log = logging.getLogger(__name__)
+
+NODE_INDEX = "kubelet/node"
+JOB_INDEX = "kubelet/job"
 
 FINISHED = ("Succeeded", "Failed")
 _TRANSIENT = (ApiError, aiohttp.ClientError, OSError, TimeoutError)
@@ -105,8 +108,10 @@ class Kubelet(NodeAgent):
         self.restart_backoff = restart_backoff
         self.stop_grace = stop_grace
         self.runs: dict[str, PodRun] = {}
-        self._job_pods: dict[tuple[str, str], list[str]] = {}
+        self._local_jobs: set[str] = set()  # job_key of every pod this kubelet runs
         self._tempdir: str | None = None
+        cache[PODS].add_index(NODE_INDEX, _node_of)
+        cache[PODS].add_index(JOB_INDEX, _job_of)
 
     async def run(self) -> None:
         try:
@@ -116,17 +121,19 @@ class Kubelet(NodeAgent):
 
     # --- reconcile ------------------------------------------------------------------------------
 
+    def wants(self, kind: Kind, obj: JsonDict) -> bool:
+        # Every pod change of the cluster is offered to every kubelet: wake only for pods bound
+        # here, and for the peers (and job) of those pods, whose state a rendezvous waits on.
+        if kind == PODS:
+            return deep_get(obj, "spec", "nodeName") == self.node_name or any(
+                key in self._local_jobs for key in _job_of(obj)
+            )
+        return _job_key(object_key(obj)[0], str(deep_get(obj, "metadata", "name"))) in self._local_jobs
+
     async def reconcile(self) -> None:
         await self.sync_node()
-        job_pods: dict[tuple[str, str], list[str]] = {}
-        mine = []
-        for pod in self.cache.items(PODS):
-            if job := rendezvous.job_name(pod):
-                namespace, name = object_key(pod)
-                job_pods.setdefault((namespace, job), []).append(name)
-            if deep_get(pod, "spec", "nodeName") == self.node_name:
-                mine.append(pod)
-        self._job_pods = job_pods
+        mine = self.cache[PODS].indexed(NODE_INDEX, self.node_name)
+        self._local_jobs = {key for pod in mine for key in _job_of(pod)}
         seen = set()
         for pod in mine:
             uid, phase = str(deep_get(pod, "metadata", "uid")), deep_get(pod, "status", "phase")
@@ -213,9 +220,7 @@ class Kubelet(NodeAgent):
         return self.cache.get(PYTORCHJOBS, object_key(pod)[0], name) if name else None
 
     def job_pods(self, namespace: str, job: str) -> list[JsonDict]:
-        # Names from the last round, objects from the cache now: our own status writes show at once.
-        pods = (self.cache.get(PODS, namespace, name) for name in self._job_pods.get((namespace, job), []))
-        return [pod for pod in pods if pod is not None]
+        return self.cache[PODS].indexed(JOB_INDEX, _job_key(namespace, job))
 
     def workdir_path(self) -> str:
         if self.workdir is not None:
@@ -249,3 +254,17 @@ class Kubelet(NodeAgent):
             await self.client.append_log(run.namespace, run.name, container, lines)
         except _TRANSIENT as error:
             log.debug("kubelet %s: log of %s/%s lost: %s", self.node_name, run.namespace, run.name, error)
+
+
+def _node_of(pod: JsonDict) -> list[str]:
+    node = deep_get(pod, "spec", "nodeName")
+    return [str(node)] if node else []
+
+
+def _job_key(namespace: str, job: str) -> str:
+    return f"{namespace}/{job}"
+
+
+def _job_of(pod: JsonDict) -> list[str]:
+    job = rendezvous.job_name(pod)
+    return [_job_key(object_key(pod)[0], job)] if job else []

@@ -66,8 +66,10 @@ class NodeAgent(Controller):
         if loop is not None and not loop.is_closed():
             loop.call_soon_threadsafe(self.wakeup.set)
 
-    def _follow_failure_annotation(self) -> None:
+    def _follow_failure_annotation(self, changed: JsonDict | None) -> None:
         # Called on every Node change of the cluster: a dict lookup, and a wakeup only for ours.
+        if changed is not None and deep_get(changed, "metadata", "name") != self.node_name:
+            return
         node = self.cache.get(NODES, "", self.node_name)
         annotations = deep_get(node, "metadata", "annotations", default=None) or {}
         failed = NODE_FAILURE_ANNOTATION in annotations

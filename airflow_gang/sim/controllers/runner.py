@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from typing import ClassVar
 
 import aiohttp
 
-from airflow_gang.sim.controllers.client import ApiError, KubeClient
+from airflow_gang.sim.controllers.client import ApiError, JsonDict, KubeClient
 from airflow_gang.sim.controllers.informer import Cache
 from airflow_gang.sim.controllers.kinds import Kind
 
@@ -36,7 +37,19 @@ class Controller:
         self.wakeup = asyncio.Event()
         self.reconciles = 0
         for kind in self.kinds:
-            cache[kind].subscribe(self.wakeup.set)
+            self.follow(kind)
+
+    def follow(self, kind: Kind) -> None:
+        """Wake on changes of ``kind`` that `wants` accepts (and always after a re-list)."""
+        self.cache[kind].subscribe(functools.partial(self._offered, kind))
+
+    def _offered(self, kind: Kind, obj: JsonDict | None) -> None:
+        if obj is None or self.wants(kind, obj):
+            self.wakeup.set()
+
+    def wants(self, kind: Kind, obj: JsonDict) -> bool:
+        """Whether a change of ``obj`` concerns this controller; every change does by default."""
+        return True
 
     async def reconcile(self) -> None:
         raise NotImplementedError

@@ -112,7 +112,7 @@ class TrainingOperator(Controller):
         if self.gang_scheduler is not None:
             # Only with the flag: a cluster without Volcano has no podgroups to list.
             for kind in (PODGROUPS, PRIORITY_CLASSES):
-                cache[kind].subscribe(self.wakeup.set)
+                self.follow(kind)
         self.batch_window = batch_window
         self._restarts: dict[str, int] = {}
         self._first_seen: dict[str, float] = {}  # job uid -> when first seen unsuspended
