@@ -126,7 +126,8 @@ class PyTorchJobDecoratedOperator(DecoratedOperator, PyTorchJobOperator):
             failure = self._function_failure(error)
             if failure is error:
                 raise
-            raise failure from error
+            # Everything the original said is in the new message (its log tail is in the task log).
+            raise failure from None
 
     def _prepare_replicas(self, context: Context) -> None:
         """Command and payload for every replica; `GangSpecError` before anything is sent."""
@@ -166,9 +167,11 @@ class PyTorchJobDecoratedOperator(DecoratedOperator, PyTorchJobOperator):
         found = replica_error(error.log_tail or "")
         if found is None:
             return error
+        pod = f"{error.name}-{(error.replica or '').lower().replace(' ', '-')}"
         message = (
             f"@task.pytorchjob {self.function_source.name}() failed on replica {error.replica} "
-            f"({found.where}) of PyTorchJob {error.namespace}/{error.name}: {found.summary}"
+            f"({found.where}, pod {pod}, exit code {error.exit_code}) of PyTorchJob "
+            f"{error.namespace}/{error.name}: {found.summary}"
         )
         if found.details:
             message += f"\n{found.details}"

@@ -17,6 +17,11 @@ round-robin. A client that
 submits six jobs in a loop thus meets the same interleaving the real operator's parallel
 workers produce, every time, instead of winning or losing a race against this loop.
 
+Rounds are incremental, like the real operator's work queue: a change to a job, or to a pod,
+service or PodGroup it controls, marks that job dirty, and a round plans only the dirty jobs.
+Everything is planned again after a re-list, a conflict, and every ``RESYNC_SECONDS`` (the
+informer resync of the real one); a job's deadline or TTL marks it dirty when it comes due.
+
 Memory kept between rounds, per job: when it was first seen (for that batching) and how many
 failed pods were deleted to restart them (the real operator keeps the equivalent in its work
 queue), which counts against ``backoffLimit``; a restarted operator starts that count afresh.
@@ -51,6 +56,9 @@ log = logging.getLogger(__name__)
 MANAGED_BY = "kubeflow.org/training-operator"
 SERVICE_BATCH = 32  # services carry no ordering meaning, so they go out in parallel batches
 BATCH_LIMIT = 1.0  # seconds a steady stream of new jobs may hold back the first ones' pods
+RESYNC_SECONDS = 10.0
+CONTROLLER_INDEX = "training-operator/controller"
+JobKey = tuple[str, str]
 
 
 def _creation_order(obj: JsonDict) -> tuple[str, str, str]:
@@ -65,13 +73,16 @@ def _controller_uid(obj: JsonDict) -> str | None:
     return None
 
 
-def _by_controller(objects: list[JsonDict]) -> dict[str, list[JsonDict]]:
-    owned: dict[str, list[JsonDict]] = {}
-    for obj in objects:
-        uid = _controller_uid(obj)
-        if uid is not None:
-            owned.setdefault(uid, []).append(obj)
-    return owned
+def _controller_uids(obj: JsonDict) -> list[str]:
+    uid = _controller_uid(obj)
+    return [uid] if uid is not None else []
+
+
+def _controller_key(obj: JsonDict) -> JobKey | None:
+    for ref in deep_get(obj, "metadata", "ownerReferences", default=None) or []:
+        if ref.get("controller") and ref.get("kind") == PYTORCHJOBS.kind:
+            return object_key(obj)[0], str(ref.get("name"))
+    return None
 
 
 def _conditions(status: JsonDict | None) -> set[tuple[str, str, str]]:
@@ -118,16 +129,61 @@ class TrainingOperator(Controller):
         self._first_seen: dict[str, float] = {}  # job uid -> when first seen unsuspended
         self._timer: asyncio.TimerHandle | None = None
         self._reported: dict[tuple[str, str, str], str] = {}
+        self._dirty: set[JobKey] = set()
+        self._plan_all = True
+        self._last_full_round = float("-inf")
+        self._wake_at: dict[JobKey, dt.datetime] = {}
+        for kind in (PODS, SERVICES):
+            cache[kind].add_index(CONTROLLER_INDEX, _controller_uids)
+
+    def wants(self, kind: Kind, obj: JsonDict) -> bool:
+        if kind in (PYTORCHJOBS, PODGROUPS):  # a PodGroup is named after its job
+            self._dirty.add(object_key(obj))
+            return True
+        if kind in (PODS, SERVICES):
+            key = _controller_key(obj)
+            if key is not None:
+                self._dirty.add(key)
+            return key is not None
+        self._plan_all = True  # a PriorityClass: any job may use it
+        return True
+
+    def _offered(self, kind: Kind, obj: JsonDict | None) -> None:
+        if obj is None:  # a re-list: anything may have changed
+            self._plan_all = True
+        super()._offered(kind, obj)
+
+    def requeue(self) -> None:
+        """Plan every job again soon (after a conflict: which job it concerned no longer matters)."""
+        self._plan_all = True
+        super().requeue()
+
+    def _requeue_jobs(self, keys: set[JobKey]) -> None:
+        self._dirty |= keys
+        self.wakeup.set()
+
+    def _due_jobs(self) -> None:
+        now = self.clock()
+        due = {key for key, moment in self._wake_at.items() if moment <= now}
+        for key in due:
+            del self._wake_at[key]
+        self._requeue_jobs(due)
+        self._schedule_wake(now)
 
     # --- one round ----------------------------------------------------------------------------
 
     async def reconcile(self) -> None:
         now = self.clock()
-        jobs = sorted(
-            (job for job in self.cache.items(PYTORCHJOBS) if self._manages(job)), key=_creation_order
-        )
-        pods = _by_controller(self.cache.items(PODS))
-        services = _by_controller(self.cache.items(SERVICES))
+        full = self._plan_all or time.monotonic() - self._last_full_round >= RESYNC_SECONDS
+        if full:
+            self._plan_all, self._last_full_round = False, time.monotonic()
+            candidates = self.cache.items(PYTORCHJOBS)
+        else:
+            candidates = [job for key in self._dirty if (job := self.cache.get(PYTORCHJOBS, *key))]
+        self._dirty = set()
+        jobs = sorted((job for job in candidates if self._manages(job)), key=_creation_order)
+        pods = self.cache[PODS]
+        services = self.cache[SERVICES]
         priorities = {
             str(deep_get(pc, "metadata", "name")): int(pc.get("value") or 0)
             for pc in (self.cache.items(PRIORITY_CLASSES) if self.gang_scheduler else [])
@@ -138,11 +194,16 @@ class TrainingOperator(Controller):
             namespace, name = object_key(job)
             podgroup = self.cache.get(PODGROUPS, namespace, name) if self.gang_scheduler else None
             inputs = PlanInputs(now, self.gang_scheduler, self._restarts.get(uid, 0), priorities)
-            plans.append((job, plan_job(job, pods.get(uid, []), services.get(uid, []), podgroup, inputs)))
-        live = {_uid(job) for job in jobs}
-        self._restarts = {uid: n for uid, n in self._restarts.items() if uid in live}
-        self._first_seen = {uid: t for uid, t in self._first_seen.items() if uid in live}
-        waiting = self._batching(plans, pods)
+            owned_pods = pods.indexed(CONTROLLER_INDEX, uid)
+            owned_services = services.indexed(CONTROLLER_INDEX, uid)
+            plans.append((job, plan_job(job, owned_pods, owned_services, podgroup, inputs)))
+        if full:
+            live = {_uid(job) for job in jobs}
+            self._restarts = {uid: n for uid, n in self._restarts.items() if uid in live}
+            self._first_seen = {uid: t for uid, t in self._first_seen.items() if uid in live}
+            self._wake_at = {}
+        waiting = self._batching(plans)
+        self._dirty |= {object_key(job) for job, _ in plans if _uid(job) in waiting}
         plans = [(job, plan) for job, plan in plans if _uid(job) not in waiting]
 
         for job, plan in plans:
@@ -157,9 +218,14 @@ class TrainingOperator(Controller):
             await asyncio.gather(*(self._create(SERVICES, svc) for svc in batch))
         for job, plan in plans:
             await self._finish(job, plan)
-        self._schedule_wake([plan.wake_at for _, plan in plans], now)
+        for job, plan in plans:
+            if plan.wake_at is not None:
+                self._wake_at[object_key(job)] = plan.wake_at
+            else:
+                self._wake_at.pop(object_key(job), None)
+        self._schedule_wake(now)
 
-    def _batching(self, plans: list[tuple[JsonDict, JobPlan]], pods: dict[str, list[JsonDict]]) -> set[str]:
+    def _batching(self, plans: list[tuple[JsonDict, JobPlan]]) -> set[str]:
         """The jobs whose first pods wait for more jobs submitted together (see the module doc)."""
         moment = time.monotonic()
         for job, _ in plans:
@@ -169,7 +235,12 @@ class TrainingOperator(Controller):
                 self._first_seen.pop(_uid(job), None)
             else:
                 self._first_seen.setdefault(_uid(job), moment)
-        fresh = {_uid(job) for job, plan in plans if plan.create_pods and not pods.get(_uid(job))}
+        pods = self.cache[PODS]
+        fresh = {
+            _uid(job)
+            for job, plan in plans
+            if plan.create_pods and not pods.indexed(CONTROLLER_INDEX, _uid(job))
+        }
         if not fresh or self.batch_window <= 0:
             return set()
         newest = max(self._first_seen[uid] for uid in fresh)
@@ -177,7 +248,7 @@ class TrainingOperator(Controller):
         release = min(newest + self.batch_window, oldest + BATCH_LIMIT)
         if moment >= release:
             return set()
-        asyncio.get_running_loop().call_later(release - moment, self.requeue)
+        asyncio.get_running_loop().call_later(release - moment, self.wakeup.set)
         return fresh
 
     def _manages(self, job: JsonDict) -> bool:
@@ -240,16 +311,15 @@ class TrainingOperator(Controller):
                 reason,
             )
 
-    def _schedule_wake(self, moments: list[dt.datetime | None], now: dt.datetime) -> None:
+    def _schedule_wake(self, now: dt.datetime) -> None:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        upcoming = [moment for moment in moments if moment is not None]
-        if not upcoming:
+        if not self._wake_at:
             return
-        delay = max((min(upcoming) - now).total_seconds(), 0.0)
+        delay = max((min(self._wake_at.values()) - now).total_seconds(), 0.0)
         # The margin lands the round just after the second the deadline names.
-        self._timer = asyncio.get_running_loop().call_later(delay + 0.05, self.requeue)
+        self._timer = asyncio.get_running_loop().call_later(delay + 0.05, self._due_jobs)
 
     # --- idempotent verbs ---------------------------------------------------------------------
 
