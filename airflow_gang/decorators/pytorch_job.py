@@ -91,8 +91,11 @@ class PyTorchJobDecoratedOperator(DecoratedOperator, PyTorchJobOperator):
         backend: str | None = None,
         restart_policy: str = "ExitCode",
         run_policy: dict[str, Any] | None = None,
+        replica_resources: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
+        if replica_resources is not None:
+            kwargs["resources"] = replica_resources
         for name, reason in _NOT_ARGUMENTS.items():
             if name in kwargs:
                 raise GangSpecError(f"@task.pytorchjob takes no {name}=: {reason}", field=name)
@@ -192,6 +195,11 @@ def pytorchjob_task(python_callable: Callable[..., Any] | None = None, **kwargs:
     Takes `PyTorchJobDecoratedOperator`'s arguments (those of `PyTorchJobOperator`, plus
     ``python``, ``min_python``, ``backend``) and ``multiple_outputs``.
     """
+    # Airflow's task mapping would make resources= the executor's Resources and queue= the executor
+    # queue of a mapped task: the replicas' resources and the Volcano queue go by other names.
+    for given, stored in (("resources", "replica_resources"), ("queue", "volcano_queue")):
+        if given in kwargs:
+            kwargs[stored] = kwargs.pop(given)
     return task_decorator_factory(
         python_callable=python_callable, decorated_operator_class=PyTorchJobDecoratedOperator, **kwargs
     )
