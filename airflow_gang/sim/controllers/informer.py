@@ -76,6 +76,7 @@ class Informer:
         return [self.objects[key] for key in keys]
 
     def _index(self, key: tuple[str, str], obj: JsonDict, only: str | None = None) -> None:
+        # Keys go in at the end, so an index lists objects in the order they first had a value.
         for name, values_of in self._index_functions.items():
             if only is None or name == only:
                 for value in values_of(obj):
@@ -93,10 +94,19 @@ class Informer:
 
     def _put(self, key: tuple[str, str], obj: JsonDict) -> None:
         previous = self.objects.get(key)
-        if previous is not None:
-            self._unindex(key, previous)
         self.objects[key] = obj
-        self._index(key, obj)
+        for name, values_of in self._index_functions.items():
+            index = self._indexes[name]
+            old = set(values_of(previous)) if previous is not None else set()
+            new = list(values_of(obj))
+            for value in old.difference(new):
+                keys = index[value]
+                keys.pop(key, None)
+                if not keys:
+                    del index[value]
+            for value in new:
+                if value not in old:  # an unchanged value keeps the key's place in the index
+                    index.setdefault(value, {})[key] = None
 
     def _drop(self, key: tuple[str, str]) -> None:
         previous = self.objects.pop(key, None)

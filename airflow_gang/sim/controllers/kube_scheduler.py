@@ -17,13 +17,27 @@ from typing import ClassVar
 from airflow_gang.sim.controllers import capacity
 from airflow_gang.sim.controllers.client import ApiError, JsonDict, KubeClient
 from airflow_gang.sim.controllers.clock import rfc3339, utc_now
+from airflow_gang.sim.controllers.event_recorder import EventRecorder, Involved
 from airflow_gang.sim.controllers.informer import Cache
-from airflow_gang.sim.controllers.kinds import EVENTS, NODES, PODS, PRIORITY_CLASSES, Kind
+from airflow_gang.sim.controllers.kinds import NODES, PODS, PRIORITY_CLASSES, Kind
 from airflow_gang.sim.controllers.runner import Controller
 
 log = logging.getLogger(__name__)
 
 DEFAULT_SCHEDULER = "default-scheduler"
+PENDING_INDEX = "kube-scheduler/pending"
+PENDING = "pending"
+
+
+def _pending_here(pod: JsonDict) -> list[str]:
+    spec = pod.get("spec") or {}
+    waiting = (
+        spec.get("schedulerName", DEFAULT_SCHEDULER) == DEFAULT_SCHEDULER
+        and not spec.get("nodeName")
+        and not pod["metadata"].get("deletionTimestamp")
+        and (pod.get("status") or {}).get("phase", "Pending") == "Pending"
+    )
+    return [PENDING] if waiting else []
 
 
 class KubeScheduler(Controller):
@@ -37,25 +51,34 @@ class KubeScheduler(Controller):
         self._arrival: dict[str, int] = {}
         self._counter = itertools.count()
         self._reported: dict[str, str] = {}
+        self.events = EventRecorder(client, DEFAULT_SCHEDULER)
+        cache[PODS].add_index(PENDING_INDEX, _pending_here)
+
+    async def run(self) -> None:
+        try:
+            await super().run()
+        finally:
+            await self.events.close()
+
+    def wants(self, kind: Kind, obj: JsonDict) -> bool:
+        # Only a pod waiting for this scheduler makes a round worth it; while one waits, any
+        # change (a pod ending frees its node, a new node) may let it in.
+        if kind == PODS and _pending_here(obj):
+            return True
+        return bool(self.cache[PODS].indexed(PENDING_INDEX, PENDING))
 
     def _queue(self) -> list[JsonDict]:
         """Unbound pods for this scheduler, highest priority first, then in arrival order."""
         priorities = {
             pc["metadata"]["name"]: int(pc.get("value", 0)) for pc in self.cache.items(PRIORITY_CLASSES)
         }
-        pending = []
-        for pod in self.cache.items(PODS):  # informer order is watch (arrival) order
+        pending = self.cache[PODS].indexed(PENDING_INDEX, PENDING)  # in the order they arrived
+        waiting = {pod["metadata"].get("uid", "") for pod in pending}
+        self._arrival = {uid: n for uid, n in self._arrival.items() if uid in waiting}
+        for pod in pending:
             uid = pod["metadata"].get("uid", "")
             if uid not in self._arrival:
                 self._arrival[uid] = next(self._counter)
-            spec = pod.get("spec") or {}
-            if (
-                spec.get("schedulerName", DEFAULT_SCHEDULER) == DEFAULT_SCHEDULER
-                and not spec.get("nodeName")
-                and not pod["metadata"].get("deletionTimestamp")
-                and (pod.get("status") or {}).get("phase", "Pending") == "Pending"
-            ):
-                pending.append(pod)
 
         def order(pod: JsonDict) -> tuple[int, int]:
             spec = pod.get("spec") or {}
@@ -67,6 +90,8 @@ class KubeScheduler(Controller):
         return sorted(pending, key=order)
 
     async def reconcile(self) -> None:
+        if not self.cache[PODS].indexed(PENDING_INDEX, PENDING):
+            return
         nodes = sorted(self.cache.items(NODES), key=lambda n: n["metadata"]["name"])
         free = capacity.node_free(nodes, self.cache.items(PODS))
         for pod in self._queue():
@@ -83,6 +108,9 @@ class KubeScheduler(Controller):
             free[node] = capacity.subtract(free[node], {**capacity.pod_requests(pod), "pods": Decimal(1)})
             bound = {**pod, "spec": {**pod["spec"], "nodeName": node}}
             self.cache[PODS].observe(bound)
+            self.events.record(
+                Involved.of(pod), "Normal", "Scheduled", f"Successfully assigned {namespace}/{name} to {node}"
+            )
             log.debug("kube-scheduler: bound %s/%s to %s", namespace, name, node)
 
     async def _report_unschedulable(self, pod: JsonDict, message: str) -> None:
@@ -107,29 +135,7 @@ class KubeScheduler(Controller):
                 PODS, name, {"status": {"conditions": [*others, condition]}}, namespace, subresource="status"
             )
             self.cache[PODS].observe(updated)
-            await self.client.create(
-                EVENTS,
-                {
-                    "apiVersion": "v1",
-                    "kind": "Event",
-                    "metadata": {"generateName": f"{name}.", "namespace": namespace},
-                    "involvedObject": {
-                        "apiVersion": "v1",
-                        "kind": "Pod",
-                        "name": name,
-                        "namespace": namespace,
-                        "uid": uid,
-                    },
-                    "reason": "FailedScheduling",
-                    "message": message,
-                    "type": "Warning",
-                    "source": {"component": DEFAULT_SCHEDULER},
-                    "reportingComponent": DEFAULT_SCHEDULER,
-                    "firstTimestamp": rfc3339(utc_now()),
-                    "lastTimestamp": rfc3339(utc_now()),
-                    "count": 1,
-                },
-                namespace,
-            )
         except ApiError as error:
-            log.debug("kube-scheduler: could not report %s/%s unschedulable: %s", namespace, name, error)
+            log.debug("kube-scheduler: could not mark %s/%s unschedulable: %s", namespace, name, error)
+            return
+        self.events.record(Involved.of(pod), "Warning", "FailedScheduling", message)

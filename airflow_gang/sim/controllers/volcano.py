@@ -3,7 +3,12 @@
 Each session reads the informer cache, asks `volcano_session.run_session` (pure) what to do,
 and applies it over the API like vc-scheduler does: ``pods/binding`` for placements, a whole
 PodGroup ``PUT`` for its status (PodGroups have no status subresource), the queue's ``/status``,
-``PodScheduled=False`` on pods left pending, and events on the PodGroup.
+``PodScheduled=False`` on pods left pending, and events on PodGroups and pods.
+
+Like vc-scheduler, whose binder and status updater run in goroutines, a session does not write
+one object at a time: each step's writes go out together, at most ``WRITES_IN_FLIGHT`` at once,
+in order between steps (every binding of a session before any status), and events are written
+in the background by an `EventRecorder`.
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ import asyncio
 import datetime as dt
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Iterable
 from decimal import Decimal
 from typing import Any, ClassVar
 
@@ -20,14 +25,22 @@ import aiohttp
 
 from airflow_gang.sim.controllers.client import ApiError, JsonDict, KubeClient
 from airflow_gang.sim.controllers.clock import rfc3339, utc_now
+from airflow_gang.sim.controllers.event_recorder import EventRecorder, Involved
 from airflow_gang.sim.controllers.informer import Cache
-from airflow_gang.sim.controllers.kinds import EVENTS, NODES, PODGROUPS, PODS, PRIORITY_CLASSES, QUEUES, Kind
+from airflow_gang.sim.controllers.kinds import NODES, PODGROUPS, PODS, PRIORITY_CLASSES, QUEUES, Kind
 from airflow_gang.sim.controllers.runner import Controller
-from airflow_gang.sim.controllers.volcano_session import GroupEvent, SessionConfig, Snapshot, run_session
+from airflow_gang.sim.controllers.volcano_session import (
+    GroupEvent,
+    PodEvent,
+    SessionConfig,
+    Snapshot,
+    run_session,
+)
 
 log = logging.getLogger(__name__)
 
 COMPONENT = "volcano"
+WRITES_IN_FLIGHT = 16
 DEFAULT_QUEUES: dict[str, JsonDict] = {
     "root": {"reclaimable": False, "weight": 1},
     "default": {"reclaimable": True, "weight": 1, "parent": "root"},
@@ -56,10 +69,16 @@ class Volcano(Controller):
         self.extra_queues = queues or {}
         self.clock = clock
         self.sessions = 0
-        self._emitted: set[tuple[str, str, str, str]] = set()
+        self.events = EventRecorder(client, COMPONENT, clock)
         self._queues_ready = False
 
     async def run(self) -> None:
+        try:
+            await self._run_sessions()
+        finally:
+            await self.events.close()
+
+    async def _run_sessions(self) -> None:
         await self.cache.wait_synced()
         await self._ensure_queues()
         # Sessions run on a fixed period like vc-scheduler's; cache changes do not start extra
@@ -107,20 +126,34 @@ class Volcano(Controller):
             priority_classes=self.cache.items(PRIORITY_CLASSES),
         )
         result = run_session(snapshot, self.config)
-        for namespace, pod, node in result.bindings:
-            try:
-                await self.client.bind(namespace, pod, node)
-            except ApiError as error:  # deleted or bound meanwhile: the next session sees it
-                log.debug("volcano: bind %s/%s -> %s failed: %s", namespace, pod, node, error)
+        await _in_parallel(self._bind(namespace, pod, node) for namespace, pod, node in result.bindings)
         transition = str(uuid.uuid4())
-        for key, status in result.podgroup_status.items():
-            await self._write_podgroup_status(key, status, transition, now)
-        for (namespace, name), message in result.pod_unschedulable.items():
-            await self._mark_unschedulable(namespace, name, message, now)
-        for name, status in result.queue_status.items():
-            await self._write_queue_status(name, status)
+        await _in_parallel(
+            self._write_podgroup_status(key, status, transition, now)
+            for key, status in result.podgroup_status.items()
+        )
+        await _in_parallel(
+            self._mark_unschedulable(namespace, name, message, now)
+            for (namespace, name), message in result.pod_unschedulable.items()
+        )
+        await _in_parallel(
+            self._write_queue_status(name, status) for name, status in result.queue_status.items()
+        )
         for event in result.events:
-            await self._emit(event, now)
+            self._emit(event)
+        for pod_event in result.pod_events:
+            self._emit_on_pod(pod_event)
+
+    async def _bind(self, namespace: str, pod: str, node: str) -> None:
+        try:
+            await self.client.bind(namespace, pod, node)
+        except ApiError as error:  # deleted or bound meanwhile: the next session sees it
+            log.debug("volcano: bind %s/%s -> %s failed: %s", namespace, pod, node, error)
+            return
+        cached = self.cache.get(PODS, namespace, pod)
+        if cached is not None:
+            message = f"Successfully assigned {namespace}/{pod} to {node}"
+            self.events.record(Involved.of(cached), "Normal", "Scheduled", message)
 
     async def _write_podgroup_status(
         self, key: tuple[str, str], status: JsonDict, transition: str, now: dt.datetime
@@ -203,38 +236,26 @@ class Volcano(Controller):
             if error.status not in (404, 409):
                 raise
 
-    async def _emit(self, event: GroupEvent, now: dt.datetime) -> None:
+    def _emit(self, event: GroupEvent) -> None:
         podgroup = self.cache.get(PODGROUPS, *event.podgroup)
-        if podgroup is None:
-            return
-        uid = podgroup["metadata"].get("uid", "")
-        identity = (uid, event.type, event.reason, event.message)
-        if identity in self._emitted:
-            return  # the real recorder aggregates repeats into a count; one record per message here
-        self._emitted.add(identity)
-        namespace, name = event.podgroup
-        body = {
-            "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": {"generateName": f"{name}.", "namespace": namespace},
-            "involvedObject": {
-                "apiVersion": PODGROUPS.api_version,
-                "kind": "PodGroup",
-                "name": name,
-                "namespace": namespace,
-                "uid": uid,
-                "resourceVersion": podgroup["metadata"].get("resourceVersion"),
-            },
-            "reason": event.reason,
-            "message": event.message,
-            "type": event.type,
-            "source": {"component": COMPONENT},
-            "reportingComponent": COMPONENT,
-            "firstTimestamp": rfc3339(now),
-            "lastTimestamp": rfc3339(now),
-            "count": 1,
-        }
-        try:
-            await self.client.create(EVENTS, body, namespace)
-        except ApiError as error:
-            log.debug("volcano: event on %s/%s not recorded: %s", namespace, name, error)
+        if podgroup is not None:
+            self.events.record(Involved.of(podgroup), event.type, event.reason, event.message)
+
+    def _emit_on_pod(self, event: PodEvent) -> None:
+        pod = self.cache.get(PODS, *event.pod)
+        if pod is not None:
+            self.events.record(Involved.of(pod), event.type, event.reason, event.message)
+
+
+async def _in_parallel(writes: Iterable[Awaitable[None]], limit: int = WRITES_IN_FLIGHT) -> None:
+    """Await ``writes`` with at most ``limit`` in flight; the first failure propagates after all end."""
+    gate = asyncio.Semaphore(limit)
+
+    async def gated(write: Awaitable[None]) -> None:
+        async with gate:
+            await write
+
+    results = await asyncio.gather(*(gated(write) for write in writes), return_exceptions=True)
+    for outcome in results:
+        if isinstance(outcome, BaseException):
+            raise outcome

@@ -14,6 +14,12 @@ priority plugins (DOMAIN.md §1 and the observations of §10):
 - **session close**: phases are computed from the state the session *started* with, so a
   group's pods are bound one session before its phase says ``Running`` (as on a real cluster);
   conditions ``Unschedulable``/``Scheduled`` carry the real message format.
+- **events** (what ``kubectl describe`` shows, §10): the PodGroup gets Normal ``Unschedulable``
+  for each enqueue rejection, Warning ``Unschedulable`` with the gang's fit error while it cannot
+  be placed (and the misleading "0/N tasks in gang unschedulable: pod group is ready, N Binding"
+  in the session that binds it), Normal ``Scheduled`` "pod group is ready"; each pod of a gang
+  that cannot be placed gets Warning ``FailedScheduling`` with the fit error itself. The Normal
+  ``Scheduled`` "Successfully assigned" event of a bound pod is the binder's (`volcano.py`).
 """
 
 from __future__ import annotations
@@ -58,6 +64,14 @@ class GroupEvent:
     message: str
 
 
+@dataclass(frozen=True)
+class PodEvent:
+    pod: Key
+    type: str
+    reason: str
+    message: str
+
+
 @dataclass
 class SessionResult:
     bindings: list[tuple[str, str, str]] = field(default_factory=list)
@@ -65,6 +79,7 @@ class SessionResult:
     podgroup_status: dict[Key, JsonDict] = field(default_factory=dict)
     """Every PodGroup's status as this session leaves it (``conditions`` without times)."""
     events: list[GroupEvent] = field(default_factory=list)
+    pod_events: list[PodEvent] = field(default_factory=list)
     pod_unschedulable: dict[Key, str] = field(default_factory=dict)
     """Pending pods left unbound, with the PodScheduled=False message."""
     queue_status: dict[str, JsonDict] = field(default_factory=dict)
@@ -214,16 +229,23 @@ class _Enqueue:
         return reasons
 
 
-def _fit_message(group: _Group, schedulable: int, unschedulable: int, origin: str | None) -> str:
+def _histogram(group: _Group, binding: int = 0) -> str:
+    """``4 Pending, 4 minAvailable``: task counts by status (``binding`` of the pending ones
+    counted as ``Binding``) and the gang size, sorted as vc-scheduler prints them."""
     histogram = Counter(_task_status(t) for t in group.tasks)
-    parts = sorted(
-        [f"{count} {status}" for status, count in histogram.items()] + [f"{group.min_member} minAvailable"]
+    if binding:
+        histogram["Pending"] -= binding
+        histogram["Binding"] += binding
+    return ", ".join(
+        sorted(
+            [f"{n} {status}" for status, n in histogram.items() if n] + [f"{group.min_member} minAvailable"]
+        )
     )
-    ready = group.scheduled + schedulable
-    message = (
-        f"{group.min_member - ready}/{len(group.tasks)} tasks in gang unschedulable: "
-        f"pod group is not ready, {', '.join(parts)}"
-    )
+
+
+def _fit_error(group: _Group, schedulable: int, unschedulable: int, origin: str | None) -> str:
+    """vc-scheduler's ``JobInfo.FitError()`` for a gang that cannot be placed."""
+    message = f"pod group is not ready, {_histogram(group)}"
     pending = [
         f"{n} {label}" for n, label in ((schedulable, "Schedulable"), (unschedulable, "Unschedulable")) if n
     ]
@@ -232,6 +254,16 @@ def _fit_message(group: _Group, schedulable: int, unschedulable: int, origin: st
     if origin:
         message += f". Origin reason is {origin}"
     return message
+
+
+def _unready_prefix(group: _Group, ready: int) -> str:
+    return f"{max(0, group.min_member - ready)}/{len(group.tasks)} tasks in gang unschedulable: "
+
+
+def _fit_message(group: _Group, schedulable: int, unschedulable: int, origin: str | None) -> str:
+    """The gang plugin's condition and event text: the unready count, then the fit error."""
+    prefix = _unready_prefix(group, group.scheduled + schedulable)
+    return prefix + _fit_error(group, schedulable, unschedulable, origin)
 
 
 def run_session(snapshot: Snapshot, config: SessionConfig = SessionConfig()) -> SessionResult:
@@ -320,6 +352,12 @@ def _close(
             }
             if group.phase != "Running" and not _has(conditions, condition):
                 result.events.append(GroupEvent(group.key, "Normal", "Scheduled", "pod group is ready"))
+            if binding := schedulable:  # vc-scheduler warns even in the session that binds (§10)
+                ready_now = _histogram(group, binding)
+                message = (
+                    f"{_unready_prefix(group, group.scheduled + binding)}pod group is ready, {ready_now}"
+                )
+                result.events.append(GroupEvent(group.key, "Warning", "Unschedulable", message))
         else:
             unschedulable_now = True
             message = _fit_message(group, schedulable, unschedulable, origin)
@@ -330,8 +368,11 @@ def _close(
                 "message": message,
             }
             result.events.append(GroupEvent(group.key, "Warning", "Unschedulable", message))
+            fit_error = _fit_error(group, schedulable, unschedulable, origin)
             for task in group.pending:
-                result.pod_unschedulable[(task["metadata"]["namespace"], task["metadata"]["name"])] = message
+                key = (task["metadata"]["namespace"], task["metadata"]["name"])
+                result.pod_unschedulable[key] = message
+                result.pod_events.append(PodEvent(key, "Warning", "FailedScheduling", fit_error))
         conditions = [c for c in conditions if c.get("type") != condition["type"]] + [condition]
     elif phase == "Pending" and group.min_resources is not None:
         result.events.append(

@@ -1,0 +1,137 @@
+"""Events written the way client-go's recorder writes them: queued, in the background, deduplicated.
+
+A scheduler's session must not wait for its events (vc-scheduler and kube-scheduler hand them to
+an asynchronous broadcaster), so `EventRecorder.record` only queues; a few worker tasks create
+them through the API. A repeat of the same (object, type, reason, message) is dropped where the
+real recorder would bump ``count`` on the existing Event: one record per message here. Events
+are best effort on a real cluster too: one that cannot be written is logged and dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import aiohttp
+
+from airflow_gang.sim.controllers.client import ApiError, JsonDict, KubeClient
+from airflow_gang.sim.controllers.clock import rfc3339, utc_now
+from airflow_gang.sim.controllers.kinds import EVENTS
+
+log = logging.getLogger(__name__)
+
+WORKERS = 4
+_FORGET_AFTER = 50_000  # remembered identities; past it the memory restarts (one repeat each)
+
+
+@dataclass(frozen=True)
+class Involved:
+    """The object an Event is about (``involvedObject``)."""
+
+    api_version: str
+    kind: str
+    namespace: str
+    name: str
+    uid: str
+    resource_version: str | None = None
+
+    @classmethod
+    def of(cls, obj: JsonDict) -> Involved:
+        metadata = obj.get("metadata") or {}
+        return cls(
+            api_version=str(obj.get("apiVersion") or "v1"),
+            kind=str(obj.get("kind") or ""),
+            namespace=str(metadata.get("namespace") or ""),
+            name=str(metadata.get("name") or ""),
+            uid=str(metadata.get("uid") or ""),
+            resource_version=metadata.get("resourceVersion"),
+        )
+
+
+class EventRecorder:
+    """Queues Events from ``component`` and writes them from background tasks of the running loop."""
+
+    def __init__(
+        self, client: KubeClient, component: str, clock: Callable[[], dt.datetime] = utc_now
+    ) -> None:
+        self.client = client
+        self.component = component
+        self.clock = clock
+        self._queue: asyncio.Queue[JsonDict] | None = None
+        self._workers: list[asyncio.Task[None]] = []
+        self._recorded: set[tuple[str, str, str, str]] = set()
+
+    def record(self, involved: Involved, type_: str, reason: str, message: str) -> None:
+        """Queue an Event (``type_`` Normal or Warning) unless this very one was recorded before."""
+        identity = (involved.uid or f"{involved.namespace}/{involved.name}", type_, reason, message)
+        if identity in self._recorded:
+            return
+        if len(self._recorded) >= _FORGET_AFTER:
+            self._recorded.clear()
+        self._recorded.add(identity)
+        if self._queue is None:
+            self._queue = asyncio.Queue()
+            self._workers = [asyncio.create_task(self._write_forever()) for _ in range(WORKERS)]
+        self._queue.put_nowait(self._body(involved, type_, reason, message))
+
+    async def drain(self) -> None:
+        """Wait until every queued Event was written (or given up on)."""
+        if self._queue is not None:
+            await self._queue.join()
+
+    async def close(self) -> None:
+        for worker in self._workers:
+            worker.cancel()
+        await asyncio.gather(*self._workers, return_exceptions=True)
+        self._workers, self._queue = [], None
+
+    def _body(self, involved: Involved, type_: str, reason: str, message: str) -> JsonDict:
+        now = rfc3339(self.clock())
+        involved_object: JsonDict = {
+            "apiVersion": involved.api_version,
+            "kind": involved.kind,
+            "name": involved.name,
+            "namespace": involved.namespace,
+            "uid": involved.uid,
+        }
+        if involved.resource_version is not None:
+            involved_object["resourceVersion"] = involved.resource_version
+        return {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"generateName": f"{involved.name}.", "namespace": involved.namespace},
+            "involvedObject": involved_object,
+            "reason": reason,
+            "message": message,
+            "type": type_,
+            "source": {"component": self.component},
+            "reportingComponent": self.component,
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+        }
+
+    async def _write_forever(self) -> None:
+        assert self._queue is not None
+        queue = self._queue
+        while True:
+            body = await queue.get()
+            try:
+                await self.client.create(EVENTS, body, body["metadata"]["namespace"])
+            except (ApiError, aiohttp.ClientError, OSError, TimeoutError) as error:
+                involved = body["involvedObject"]
+                log.debug(
+                    "%s: event %s on %s/%s not recorded: %s",
+                    self.component,
+                    body["reason"],
+                    involved["namespace"],
+                    involved["name"],
+                    error,
+                )
+            except Exception:  # a worker must outlive any one event
+                log.exception("%s: event not recorded", self.component)
+            finally:
+                queue.task_done()
