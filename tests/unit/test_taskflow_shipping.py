@@ -8,6 +8,7 @@ need only the standard library.
 from __future__ import annotations
 
 import datetime as dt
+import glob
 import os
 import subprocess
 import sys
@@ -15,8 +16,10 @@ from typing import Any
 
 import pytest
 
+from airflow_gang.decorators import replica_bootstrap
 from airflow_gang.decorators.function_source import FunctionSource, syntax_min_python
 from airflow_gang.decorators.payload import (
+    BOOTSTRAP_SOURCE,
     MAX_PAYLOAD_BYTES,
     PAYLOAD_ENV,
     call_arguments,
@@ -24,7 +27,12 @@ from airflow_gang.decorators.payload import (
     replica_command,
 )
 from airflow_gang.decorators.pytorch_job import PyTorchJobDecoratedOperator, pytorchjob_task
-from airflow_gang.decorators.replica_bootstrap import EXIT_BOOTSTRAP_ERROR, NotJsonError, to_json_value
+from airflow_gang.decorators.replica_bootstrap import (
+    BOOTSTRAP_MIN_PYTHON,
+    EXIT_BOOTSTRAP_ERROR,
+    NotJsonError,
+    to_json_value,
+)
 from airflow_gang.decorators.replica_output import NoReturnValue, replica_error, return_value
 from airflow_gang.exceptions import GangSpecError
 from airflow_gang.get_provider_info import get_provider_info
@@ -228,6 +236,47 @@ def test_a_python_older_than_required_is_refused_with_a_clear_error() -> None:
     assert found.where == "this replica"
     assert "@task.pytorchjob needs Python 3.99 or newer" in found.summary
     assert f"{sys.executable} is Python {sys.version_info.major}.{sys.version_info.minor}" in found.summary
+
+
+def test_the_bootstrap_is_written_for_its_oldest_python() -> None:
+    assert syntax_min_python(BOOTSTRAP_SOURCE) <= BOOTSTRAP_MIN_PYTHON
+
+
+def other_pythons() -> list[str]:
+    """Interpreters of other versions on this machine (pyenv's), to run the bootstrap for real."""
+    found = sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/*/bin/python")))
+    return [path for path in found if f"/{sys.version_info.major}.{sys.version_info.minor}." not in path]
+
+
+@pytest.mark.skipif(not other_pythons(), reason="no other Python versions installed (pyenv) on this machine")
+def test_older_and_newer_pythons_run_it_or_refuse_it_clearly() -> None:
+    for python in other_pythons():
+        payload = encode_payload(
+            FunctionSource.of(scaled), [[1.0]], {}, min_python=BOOTSTRAP_MIN_PYTHON, backend=None
+        )
+        done = subprocess.run(
+            [python, "-c", replica_bootstrap.entry_program(BOOTSTRAP_MIN_PYTHON)],
+            env={"PATH": os.environ["PATH"], PAYLOAD_ENV: payload},
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        version = subprocess.run(
+            [python, "-c", "import sys; sys.stdout.write('%d %d' % sys.version_info[:2])"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.split()
+        if (int(version[0]), int(version[1])) < BOOTSTRAP_MIN_PYTHON:
+            assert done.returncode == EXIT_BOOTSTRAP_ERROR, (python, done.stderr)
+            needed = ".".join(str(part) for part in BOOTSTRAP_MIN_PYTHON)
+            assert (
+                f"needs Python {needed} or newer, but {python} is Python {'.'.join(version)}" in done.stderr
+            )
+        else:
+            assert done.returncode == 0, (python, done.stderr)
+            assert return_value(done.stdout)["total"] == 2.0
 
 
 def test_the_entry_program_survives_kubernetes_variable_expansion() -> None:
