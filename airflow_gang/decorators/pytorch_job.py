@@ -13,7 +13,7 @@ XCom contract: the task's ``return_value`` is the function's return value on glo
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk.bases.decorator import DecoratedOperator, TaskDecorator, task_decorator_factory
@@ -100,7 +100,10 @@ class PyTorchJobDecoratedOperator(DecoratedOperator, PyTorchJobOperator):
             if name in kwargs:
                 raise GangSpecError(f"@task.pytorchjob takes no {name}=: {reason}", field=name)
         run_policy = {"clean_pod_policy": "Running"} if run_policy is None else run_policy
-        if run_policy.get("clean_pod_policy", run_policy.get("cleanPodPolicy")) == "All":
+        if isinstance(run_policy, Mapping) and "All" in (
+            run_policy.get("clean_pod_policy"),
+            run_policy.get("cleanPodPolicy"),
+        ):
             raise GangSpecError(
                 "run_policy clean_pod_policy='All' is refused by @task.pytorchjob: it deletes the master's "
                 "pod, and with it the log that carries the function's return value; use 'Running'",
@@ -129,8 +132,9 @@ class PyTorchJobDecoratedOperator(DecoratedOperator, PyTorchJobOperator):
             failure = self._function_failure(error)
             if failure is error:
                 raise
-            # Everything the original said is in the new message (its log tail is in the task log).
-            raise failure from None
+            # The original stays attached as the cause: the replica's whole log tail, not only
+            # the function's traceback.
+            raise failure from error
 
     def _prepare_replicas(self, context: Context) -> None:
         """Command and payload for every replica; `GangSpecError` before anything is sent."""
