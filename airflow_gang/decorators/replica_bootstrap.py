@@ -71,7 +71,8 @@ def to_json_value(value: Any, where: str, depth: int = 0) -> Any:
         return value
     if isinstance(value, Mapping):
         plain = {}
-        for key, item in value.items():
+        for key in value:  # not .items(): Airflow's ParamsDict gives its unresolved Params there
+            item = value[key]
             if not isinstance(key, str):
                 raise NotJsonError(
                     f"{where} has the key {key!r} ({type(key).__name__}): JSON object keys are strings"

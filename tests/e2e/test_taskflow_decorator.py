@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import shutil
 import sys
 from collections.abc import Callable, Iterator
@@ -195,16 +196,23 @@ with DAG("__DAG_ID__", schedule=None, start_date=dt.datetime(2026, 1, 1), catchu
     def takes_a_config(config: dict) -> int:
         return len(config)
 
+    @task.pytorchjob(**REPLICAS)
+    def exits_early() -> int:
+        import os
+
+        os._exit(0)  # the job succeeds, but no value comes back
+
     raises(3)
     returns_a_set()
     takes_a_config(config={"layers": [64, {"sizes": {128, 256}}]})
+    exits_early()
 """
 
 
 def test_failures_name_the_function_the_replica_and_the_argument_or_value(
     write_dag: Callable[..., Any], capfd: pytest.CaptureFixture[str]
 ) -> None:
-    """On plain Python replicas: a traceback from the replica, a bad return value, a bad argument."""
+    """On plain Python replicas: a traceback, a bad return value, a bad argument, no return value."""
     dag = write_dag(FAILURES_DAG, python=PLAIN_PYTHON)
     dag_file = DAGS_FOLDER / f"{dag.dag_id}.py"
 
@@ -215,6 +223,7 @@ def test_failures_name_the_function_the_replica_and_the_argument_or_value(
         "raises": "failed",
         "returns_a_set": "failed",
         "takes_a_config": "failed",
+        "exits_early": "failed",
     }, output[-5000:]
     # The exception: PyTorchJobFailed with the replica and the function's traceback from its log,
     # pointing at the DAG file's own lines.
@@ -233,6 +242,12 @@ def test_failures_name_the_function_the_replica_and_the_argument_or_value(
         "@task.pytorchjob sends the arguments of takes_a_config() to the replicas as JSON" in output
     )
     assert "PyTorchJob default/takes-a-config" not in output
+    # A job that succeeds without handing a value back fails the task, and says where it looked.
+    assert re.search(
+        r"FunctionReturnValueMissing: PyTorchJob default/exits-early-[0-9a-f]{8} succeeded, but the last "
+        r"500 lines of its master's log hold no return value of exits_early\(\)",
+        output,
+    )
 
 
 ADMISSION_DAG = """

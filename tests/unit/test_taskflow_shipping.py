@@ -15,6 +15,8 @@ import sys
 from typing import Any
 
 import pytest
+from airflow.sdk import Param
+from airflow.sdk.definitions.param import ParamsDict
 
 from airflow_gang.decorators import replica_bootstrap
 from airflow_gang.decorators.function_source import FunctionSource, syntax_min_python
@@ -151,6 +153,9 @@ def test_arguments_become_plain_json_and_context_keys_come_from_the_context() ->
     def train(config: dict[str, Any], sizes: tuple[int, ...], ds: str | None = None) -> None:
         return None
 
+    def tuned(params: dict[str, Any] | None = None) -> None:
+        return None
+
     args, kwargs = call_arguments(
         train,
         [{"lr": 0.1}],
@@ -160,6 +165,11 @@ def test_arguments_become_plain_json_and_context_keys_come_from_the_context() ->
     )
     assert args == [{"lr": 0.1}]
     assert kwargs == {"sizes": [64, 128], "ds": "2026-01-01"}
+    params = ParamsDict({"lr": Param(0.1, type="number"), "layers": [64, 32]})
+    assert call_arguments(tuned, [], {}, {"params": params}, frozenset({"params"})) == (
+        [],
+        {"params": {"lr": 0.1, "layers": [64, 32]}},
+    )
 
 
 @pytest.mark.parametrize(
