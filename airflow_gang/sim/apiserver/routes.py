@@ -34,7 +34,9 @@ def json_response(body: Any, status_code: int = 200) -> Response:
     )
 
 
-def get_state(request: Request) -> ServerState:
+# Dependencies are coroutines on purpose: FastAPI runs a plain ``def`` dependency in its thread
+# pool, a thread hand-off on every request that cost more than the request itself.
+async def get_state(request: Request) -> ServerState:
     state: ServerState = request.app.state.sim
     return state
 
@@ -81,7 +83,7 @@ def parse_target(registry: Registry, group: str, version: str, rest: str) -> Tar
     return Target(info, namespace, name, sub)
 
 
-def resolve_target(request: Request, state: StateDep) -> Target:
+async def resolve_target(request: Request, state: StateDep) -> Target:
     params = request.path_params
     return parse_target(
         state.registry, params.get("group", ""), params.get("version", "v1"), params.get("rest", "")

@@ -2,9 +2,11 @@
 
 Each round it reads PyTorchJobs, pods, services (and, with ``gang_scheduler_name="volcano"``,
 PodGroups and PriorityClasses) from the shared cache, asks `plan_job` what every job needs, and
-applies the answers through the API in a fixed order: PodGroups, deletions, pod creations
-interleaved across jobs (`interleave`), services, PodGroup/job removals, then status through
-the ``/status`` subresource, only when it changed. Writes are idempotent: ``AlreadyExists`` on
+applies the answers through the API in a fixed order of steps: PodGroups, deletions, pod
+creations interleaved across jobs (`interleave`), services, PodGroup/job removals, then status
+through the ``/status`` subresource, only when it changed. Within a step the writes go out
+together (`concurrency.in_parallel`, in the step's order), as the real operator's workers send
+them for many jobs at once. Writes are idempotent: ``AlreadyExists`` on
 create and ``NotFound`` on delete mean done, a ``Conflict`` on status waits for the next round,
 and a rejected create (say the PodGroup webhook refusing a closed queue) is logged and retried
 later, as the real operator does. Deadlines and TTLs are re-checked by the period and a timer,
@@ -37,6 +39,7 @@ from collections.abc import Callable
 
 from airflow_gang.sim.controllers.client import ApiError, JsonDict, KubeClient
 from airflow_gang.sim.controllers.clock import utc_now
+from airflow_gang.sim.controllers.concurrency import in_parallel
 from airflow_gang.sim.controllers.informer import Cache, deep_get
 from airflow_gang.sim.controllers.kinds import (
     PODGROUPS,
@@ -54,7 +57,6 @@ from airflow_gang.sim.controllers.training_plan import JobPlan, PlanInputs, inte
 log = logging.getLogger(__name__)
 
 MANAGED_BY = "kubeflow.org/training-operator"
-SERVICE_BATCH = 32  # services carry no ordering meaning, so they go out in parallel batches
 BATCH_LIMIT = 1.0  # seconds a steady stream of new jobs may hold back the first ones' pods
 RESYNC_SECONDS = 10.0
 CONTROLLER_INDEX = "training-operator/controller"
@@ -206,18 +208,13 @@ class TrainingOperator(Controller):
         self._dirty |= {object_key(job) for job, _ in plans if _uid(job) in waiting}
         plans = [(job, plan) for job, plan in plans if _uid(job) not in waiting]
 
-        for job, plan in plans:
-            await self._sync_podgroup(job, plan)
-        for job, plan in plans:
-            await self._delete_children(job, plan)
-        for pod in interleave([plan.create_pods for _, plan in plans]):
-            await self._create(PODS, pod)
-        pending_services = [svc for _, plan in plans for svc in plan.create_services]
-        for start in range(0, len(pending_services), SERVICE_BATCH):
-            batch = pending_services[start : start + SERVICE_BATCH]
-            await asyncio.gather(*(self._create(SERVICES, svc) for svc in batch))
-        for job, plan in plans:
-            await self._finish(job, plan)
+        await in_parallel(self._sync_podgroup(job, plan) for job, plan in plans)
+        await in_parallel(self._delete_children(job, plan) for job, plan in plans)
+        await in_parallel(
+            self._create(PODS, pod) for pod in interleave([plan.create_pods for _, plan in plans])
+        )
+        await in_parallel(self._create(SERVICES, svc) for _, plan in plans for svc in plan.create_services)
+        await in_parallel(self._finish(job, plan) for job, plan in plans)
         for job, plan in plans:
             if plan.wake_at is not None:
                 self._wake_at[object_key(job)] = plan.wake_at

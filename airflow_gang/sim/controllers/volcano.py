@@ -6,8 +6,8 @@ PodGroup ``PUT`` for its status (PodGroups have no status subresource), the queu
 ``PodScheduled=False`` on pods left pending, and events on PodGroups and pods.
 
 Like vc-scheduler, whose binder and status updater run in goroutines, a session does not write
-one object at a time: each step's writes go out together, at most ``WRITES_IN_FLIGHT`` at once,
-in order between steps (every binding of a session before any status), and events are written
+one object at a time: each step's writes go out together (`concurrency.in_parallel`), in order
+between steps (every binding of a session before any status), and events are written
 in the background by an `EventRecorder`.
 """
 
@@ -17,7 +17,7 @@ import asyncio
 import datetime as dt
 import logging
 import uuid
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable
 from decimal import Decimal
 from typing import Any, ClassVar
 
@@ -25,6 +25,7 @@ import aiohttp
 
 from airflow_gang.sim.controllers.client import ApiError, JsonDict, KubeClient
 from airflow_gang.sim.controllers.clock import rfc3339, utc_now
+from airflow_gang.sim.controllers.concurrency import in_parallel
 from airflow_gang.sim.controllers.event_recorder import EventRecorder, Involved
 from airflow_gang.sim.controllers.informer import Cache
 from airflow_gang.sim.controllers.kinds import NODES, PODGROUPS, PODS, PRIORITY_CLASSES, QUEUES, Kind
@@ -40,7 +41,6 @@ from airflow_gang.sim.controllers.volcano_session import (
 log = logging.getLogger(__name__)
 
 COMPONENT = "volcano"
-WRITES_IN_FLIGHT = 16
 DEFAULT_QUEUES: dict[str, JsonDict] = {
     "root": {"reclaimable": False, "weight": 1},
     "default": {"reclaimable": True, "weight": 1, "parent": "root"},
@@ -126,17 +126,17 @@ class Volcano(Controller):
             priority_classes=self.cache.items(PRIORITY_CLASSES),
         )
         result = run_session(snapshot, self.config)
-        await _in_parallel(self._bind(namespace, pod, node) for namespace, pod, node in result.bindings)
+        await in_parallel(self._bind(namespace, pod, node) for namespace, pod, node in result.bindings)
         transition = str(uuid.uuid4())
-        await _in_parallel(
+        await in_parallel(
             self._write_podgroup_status(key, status, transition, now)
             for key, status in result.podgroup_status.items()
         )
-        await _in_parallel(
+        await in_parallel(
             self._mark_unschedulable(namespace, name, message, now)
             for (namespace, name), message in result.pod_unschedulable.items()
         )
-        await _in_parallel(
+        await in_parallel(
             self._write_queue_status(name, status) for name, status in result.queue_status.items()
         )
         for event in result.events:
@@ -245,17 +245,3 @@ class Volcano(Controller):
         pod = self.cache.get(PODS, *event.pod)
         if pod is not None:
             self.events.record(Involved.of(pod), event.type, event.reason, event.message)
-
-
-async def _in_parallel(writes: Iterable[Awaitable[None]], limit: int = WRITES_IN_FLIGHT) -> None:
-    """Await ``writes`` with at most ``limit`` in flight; the first failure propagates after all end."""
-    gate = asyncio.Semaphore(limit)
-
-    async def gated(write: Awaitable[None]) -> None:
-        async with gate:
-            await write
-
-    results = await asyncio.gather(*(gated(write) for write in writes), return_exceptions=True)
-    for outcome in results:
-        if isinstance(outcome, BaseException):
-            raise outcome
