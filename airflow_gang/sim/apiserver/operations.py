@@ -10,7 +10,6 @@ resourceVersion gets 409 Conflict.
 
 from __future__ import annotations
 
-import copy
 import json
 import uuid
 from typing import Any
@@ -27,6 +26,7 @@ from airflow_gang.sim.apiserver.errors import (
     UnsupportedMediaType,
 )
 from airflow_gang.sim.apiserver.gc import Collector
+from airflow_gang.sim.apiserver.json_copy import json_copy
 from airflow_gang.sim.apiserver.options import (
     CONTINUE_TOO_OLD,
     DeleteOptions,
@@ -122,7 +122,7 @@ class Api:
                     meta["name"] = objects.generate_name(meta["generateName"])
                     if self.store.get(info.key, namespace, meta["name"]) is not None:
                         continue
-                candidate = copy.deepcopy(obj)
+                candidate = json_copy(obj)
                 candidate["metadata"]["uid"] = str(uuid.uuid4())
                 admission.mutate("CREATE", info, candidate, None, self.store)
                 admission.check("CREATE", info, candidate, None, self.store)
@@ -220,14 +220,14 @@ class Api:
         meta.pop("managedFields", None)
         if subresource == "status":
             status = new.get("status")
-            new = copy.deepcopy(old)
+            new = json_copy(old)
             if status is None:
                 new.pop("status", None)
             else:
                 new["status"] = status
         elif "status" in info.subresources:
             if "status" in old:
-                new["status"] = copy.deepcopy(old["status"])
+                new["status"] = json_copy(old["status"])
             else:
                 new.pop("status", None)
         admission.mutate("UPDATE", info, new, old, self.store, subresource=subresource)

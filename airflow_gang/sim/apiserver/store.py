@@ -16,12 +16,12 @@ never mutated in place: readers may keep references, writers always commit new d
 from __future__ import annotations
 
 import asyncio
-import copy
 import threading
 from collections import defaultdict, deque
 from collections.abc import Callable
 from typing import Any
 
+from airflow_gang.sim.apiserver.json_copy import json_copy
 from airflow_gang.sim.apiserver.watching import Event, EventType, Watcher
 
 JsonDict = dict[str, Any]
@@ -157,7 +157,7 @@ class Store:
                 if expected_rv is not None and current["metadata"].get("resourceVersion") != expected_rv:
                     raise StaleVersion(meta["name"])
             self._rv += 1
-            stored = copy.deepcopy(obj)
+            stored = json_copy(obj)
             stored["metadata"]["resourceVersion"] = str(self._rv)
             ref = (key, *ident)
             if current is not None:
