@@ -19,7 +19,7 @@ How the pieces fit (each module has one job):
 - ``openapi.py`` / ``schemas.py`` / ``crd_loader.py``: structural schema defaulting, pruning
   and validation with built-in schemas or upstream CRD files; ``webhooks.py`` and
   ``core_kinds.py``: the admission rules and built-in defaulting.
-- ``app.py`` / ``server.py`` / ``listener.py`` / ``certs.py``: HTTPS with a throwaway CA,
+- ``app.py`` / ``server.py`` / ``listener.py`` (+ ``../certs.py``): HTTPS with a throwaway CA,
   bearer-token auth, the kubeconfig, a listener that an outage can take down and bring back.
 - ``faults_*.py``: fault injection (``airflow_gang.sim.faults.FaultSpec``): the injector and its
   counters, the middleware for errors and latency, the timed faults (outages, deletions, node

@@ -29,11 +29,11 @@ from urllib.parse import urlsplit
 import yaml
 
 from airflow_gang.sim.apiserver.app import build_app
-from airflow_gang.sim.apiserver.certs import make_serving_certificate
 from airflow_gang.sim.apiserver.crd_loader import load_crds
 from airflow_gang.sim.apiserver.listener import Listener
 from airflow_gang.sim.apiserver.resources import builtin_registry
 from airflow_gang.sim.apiserver.state import ServerConfig, ServerState
+from airflow_gang.sim.certs import make_serving_certificate
 from airflow_gang.sim.faults import FaultSpec, load_fault_spec
 
 CONTEXT_NAME = "airflow-gang-sim"
