@@ -11,7 +11,7 @@ resourceVersion gets 409 Conflict.
 from __future__ import annotations
 
 import json
-import uuid
+import random
 from typing import Any
 
 from airflow_gang.sim.apiserver import admission, objects, patching
@@ -41,6 +41,19 @@ from airflow_gang.sim.apiserver.store import AlreadyStored, StaleVersion, Store,
 
 JsonDict = objects.JsonDict
 _SERVER_META = ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation")
+
+
+# UIDs must be unique, not secret: uuid4() reads os.urandom and builds a UUID object on every
+# call, a visible cost at thousands of creates a second; a PRNG seeded once from os.urandom
+# gives the same version-4 (RFC 4122 variant) text.
+_uid_source = random.Random()
+_UID_CLEAR = ~((0xF000 << 64) | (0xC000 << 48))
+_UID_SET = (0x4000 << 64) | (0x8000 << 48)
+
+
+def _new_uid() -> str:
+    digits = f"{(_uid_source.getrandbits(128) & _UID_CLEAR) | _UID_SET:032x}"
+    return f"{digits[:8]}-{digits[8:12]}-{digits[12:16]}-{digits[16:20]}-{digits[20:]}"
 
 
 class Api:
@@ -123,7 +136,7 @@ class Api:
                     if self.store.get(info.key, namespace, meta["name"]) is not None:
                         continue
                 candidate = json_copy(obj)
-                candidate["metadata"]["uid"] = str(uuid.uuid4())
+                candidate["metadata"]["uid"] = _new_uid()
                 admission.mutate("CREATE", info, candidate, None, self.store)
                 admission.check("CREATE", info, candidate, None, self.store)
                 if dry_run:
