@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 from decimal import Decimal
+from functools import cached_property
 from typing import Any
 
 from airflow_gang.quantity import format_quantity
@@ -96,21 +97,24 @@ class _Group:
     phase: str
     tasks: list[JsonDict]
 
-    @property
+    # A session reads these many times for thousands of groups; the tasks do not change in it.
+    @cached_property
     def pending(self) -> list[JsonDict]:
         return sorted(
             (t for t in self.tasks if not (t.get("spec") or {}).get("nodeName") and not _terminating(t)),
             key=lambda t: t["metadata"]["name"],
         )
 
+    @cached_property
+    def histogram(self) -> Counter[str]:
+        return Counter(_task_status(task) for task in self.tasks)
+
     def count(self, status: str) -> int:
-        return sum(1 for task in self.tasks if _task_status(task) == status)
+        return self.histogram[status]
 
     @property
     def scheduled(self) -> int:
-        return sum(
-            1 for task in self.tasks if _task_status(task) in {"Bound", "Running", "Succeeded", "Failed"}
-        )
+        return sum(self.histogram[status] for status in ("Bound", "Running", "Succeeded", "Failed"))
 
     @property
     def allocated(self) -> Resources:
@@ -232,7 +236,7 @@ class _Enqueue:
 def _histogram(group: _Group, binding: int = 0) -> str:
     """``4 Pending, 4 minAvailable``: task counts by status (``binding`` of the pending ones
     counted as ``Binding``) and the gang size, sorted as vc-scheduler prints them."""
-    histogram = Counter(_task_status(t) for t in group.tasks)
+    histogram = Counter(group.histogram)
     if binding:
         histogram["Pending"] -= binding
         histogram["Binding"] += binding
