@@ -30,15 +30,14 @@ import asyncio
 import contextvars
 import json
 import logging
-import random
 import weakref
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from airflow_gang.exceptions import GangApiError
 from airflow_gang.naming import MANAGED_BY_LABEL, MANAGED_BY_VALUE
 from airflow_gang.outage import OutageLog
+from airflow_gang.triggers.list_watch import ListWatch
 
 if TYPE_CHECKING:
     from airflow_gang.hooks.gang_async import AsyncGangJobHook
@@ -48,7 +47,6 @@ JsonDict = dict[str, Any]
 log = logging.getLogger(__name__)
 JOB_NAME_LABEL = "training.kubeflow.org/job-name"
 WATCH_SECONDS = 300
-RETRY_MAX_SECONDS = 30.0
 # How long a cache outlives its last trigger: a task resumed for a phase and deferred again, or
 # the next wave of a sweep, finds the watches open.
 LINGER_SECONDS = 30.0
@@ -89,62 +87,40 @@ class _Follower:
         self.by_job: dict[str, dict[str, JsonDict]] = {}  # job name -> name -> object
         # Only ever True after a list: a watch starts from a listed resourceVersion.
         self.watching = False
-        self.lists = 0
-        self.watches = 0
+        self.loop: ListWatch | None = None
+
+    @property
+    def lists(self) -> int:
+        return self.loop.lists if self.loop is not None else 0
+
+    @property
+    def watches(self) -> int:
+        return self.loop.watches if self.loop is not None else 0
 
     async def run(self) -> None:
-        failures = gone = 0
-        version = ""
+        cache = self.cache
+        self.loop = ListWatch(
+            cache.hook,
+            self.kind,
+            cache.namespace,
+            label_selector=self.selector,
+            watch_seconds=WATCH_SECONDS,
+            on_list=self._replace,
+            on_event=self._apply,
+            on_watching=self._set_watching,
+            on_failure=self._failed,
+            on_back=lambda: cache.log.info("shared watch of %s in %s is back", self.kind, cache.namespace),
+        )
+        await self.loop.run()
 
-        def opened() -> None:
-            nonlocal failures
-            self.watches += 1
-            if failures:
-                self.cache.log.info("shared watch of %s in %s is back", self.kind, self.cache.namespace)
-            failures = 0
-            self._set_watching(True)
-
-        while True:
-            try:
-                if not version:
-                    items, version = await self.cache.hook.list_with_version(
-                        self.kind, self.cache.namespace, label_selector=self.selector
-                    )
-                    self.lists += 1
-                    self._replace(items)
-                async for event in self.cache.hook.watch(
-                    self.kind,
-                    self.cache.namespace,
-                    resource_version=version,
-                    label_selector=self.selector,
-                    timeout_seconds=WATCH_SECONDS,
-                    on_open=opened,
-                ):
-                    obj = event["object"] or {}
-                    version = (obj.get("metadata") or {}).get("resourceVersion") or version
-                    gone = 0
-                    if event["type"] != "BOOKMARK":
-                        self._apply(event["type"], obj)
-            except asyncio.CancelledError:
-                raise
-            except Exception as error:  # GangApiError mostly; nothing may end the follower
-                if isinstance(error, GangApiError) and error.status == 410:
-                    version = ""  # compacted: list again (at once the first time, then slower)
-                    gone += 1
-                    if gone > 1:
-                        await asyncio.sleep(min(RETRY_MAX_SECONDS, 0.5 * gone))
-                    continue
-                failures += 1
-                self._set_watching(False)
-                if failures == 1:
-                    self.cache.log.warning(
-                        "shared watch of %s in %s failed (%s); its triggers poll until it is back",
-                        self.kind,
-                        self.cache.namespace,
-                        error,
-                    )
-                base = min(RETRY_MAX_SECONDS, 0.5 * 2.0 ** min(failures, 8))
-                await asyncio.sleep(base / 2 + random.uniform(0, base / 2))
+    def _failed(self, failures: int, error: Exception) -> None:
+        if failures == 1:
+            self.cache.log.warning(
+                "shared watch of %s in %s failed (%s); its triggers poll until it is back",
+                self.kind,
+                self.cache.namespace,
+                error,
+            )
 
     def _set_watching(self, watching: bool) -> None:
         if watching != self.watching:

@@ -1,0 +1,116 @@
+"""`ListWatch`: the informer loop both the per-trigger `ChangeFeed` and the shared `WatchCache` run.
+
+List (for a resourceVersion and the current objects), then watch from there, resuming from the
+last event's or bookmark's version when the server ends the stream, and listing again after
+``410 Gone`` — at once the first time, then more slowly, so a server answering 410 to every
+fresh version cannot spin the loop. Any other failure is retried with capped, jittered
+backoff; what a failure means (a WARNING, polling meanwhile) is the owner's to decide through
+the callbacks, and nothing but cancellation ends the loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from airflow_gang.exceptions import GangApiError
+
+if TYPE_CHECKING:
+    from airflow_gang.hooks.gang_async import AsyncGangJobHook
+    from airflow_gang.hooks.kinds import WatchKind
+
+JsonDict = dict[str, Any]
+RETRY_MAX_SECONDS = 30.0
+
+
+def _ignore(*_: object) -> None:
+    return None
+
+
+@dataclass
+class ListWatch:
+    """Follow ``kind`` objects of ``namespace`` (narrowed by the selectors) until cancelled.
+
+    :param on_list: every fresh list's items (the first one, and after a 410 or with
+        ``relist_after_failure``).
+    :param on_event: each ADDED/MODIFIED/DELETED event as (type, object); bookmarks only move
+        the resume version.
+    :param on_watching: True once a watch stream is open, False when following breaks.
+    :param on_failure: (consecutive failures, error) for each failure other than a 410; 1 starts
+        an episode.
+    :param on_back: a watch opened again after failures.
+    :param relist_after_failure: list again after a failure instead of resuming the watch from
+        the last version (a per-job feed has little to list; a namespace-wide cache a lot).
+    """
+
+    hook: AsyncGangJobHook
+    kind: WatchKind
+    namespace: str
+    field_selector: str | None = None
+    label_selector: str | None = None
+    watch_seconds: int = 60
+    on_list: Callable[[list[JsonDict]], None] = _ignore
+    on_event: Callable[[str, JsonDict], None] = _ignore
+    on_watching: Callable[[bool], None] = _ignore
+    on_failure: Callable[[int, Exception], None] = _ignore
+    on_back: Callable[[], None] = _ignore
+    relist_after_failure: bool = False
+    lists: int = field(default=0, init=False)
+    watches: int = field(default=0, init=False)
+
+    async def run(self) -> None:
+        failures = gone = 0
+        version = ""
+
+        def opened() -> None:
+            nonlocal failures
+            self.watches += 1
+            if failures:
+                self.on_back()
+            failures = 0
+            self.on_watching(True)
+
+        while True:
+            try:
+                if not version:
+                    items, version = await self.hook.list_with_version(
+                        self.kind,
+                        self.namespace,
+                        field_selector=self.field_selector,
+                        label_selector=self.label_selector,
+                    )
+                    self.lists += 1
+                    self.on_list(items)
+                async for event in self.hook.watch(
+                    self.kind,
+                    self.namespace,
+                    resource_version=version,
+                    field_selector=self.field_selector,
+                    label_selector=self.label_selector,
+                    timeout_seconds=self.watch_seconds,
+                    on_open=opened,
+                ):
+                    obj = event["object"] or {}
+                    version = (obj.get("metadata") or {}).get("resourceVersion") or version
+                    gone = 0
+                    if event["type"] != "BOOKMARK":
+                        self.on_event(event["type"], obj)
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:  # GangApiError mostly; nothing may end the loop
+                if isinstance(error, GangApiError) and error.status == 410:
+                    version = ""  # compacted: list again
+                    gone += 1
+                    if gone > 1:
+                        await asyncio.sleep(min(RETRY_MAX_SECONDS, 0.5 * gone))
+                    continue
+                failures += 1
+                self.on_watching(False)
+                if self.relist_after_failure:
+                    version = ""
+                self.on_failure(failures, error)
+                base = min(RETRY_MAX_SECONDS, 0.5 * 2.0 ** min(failures, 8))
+                await asyncio.sleep(base / 2 + random.uniform(0, base / 2))
