@@ -1,9 +1,12 @@
-"""A throwaway certificate authority and serving certificate for the API server's TLS.
+"""A throwaway certificate authority and serving certificate, for the simulator's HTTPS servers.
 
 kube-apiserver only speaks HTTPS, and Go clients (kubectl, client-go) send a kubeconfig's
-bearer token only over TLS, so the simulator serves HTTPS by default with a CA made at
-startup; the CA certificate goes into the kubeconfig as ``certificate-authority-data``.
-Keys are EC P-256 (fast to make); certificates live as long as the server does.
+bearer token only over TLS, so the simulator's API server serves HTTPS by default with a CA
+made at startup; the CA certificate goes into the kubeconfig as ``certificate-authority-data``.
+The simulated kubelets serve their API (``/containerLogs``) over HTTPS too, as a real kubelet
+does; nobody checks their CA (kube-apiserver runs without ``--kubelet-certificate-authority``
+by default). Shared by both sides, which must not import each other. Keys are EC P-256 (fast
+to make); certificates live as long as their server does.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ class ServingCertificate:
 
     def write(self, directory: Path) -> tuple[str, str]:
         """Write cert and key files (key mode 0600); returns (certfile, keyfile)."""
-        cert_path, key_path = directory / "apiserver.crt", directory / "apiserver.key"
+        cert_path, key_path = directory / "serving.crt", directory / "serving.key"
         cert_path.write_bytes(self.cert_pem + self.ca_pem)
         key_path.touch(mode=0o600)
         key_path.write_bytes(self.key_pem)
@@ -38,7 +41,7 @@ def _name(common_name: str) -> x509.Name:
     return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
 
 
-def make_serving_certificate(hosts: list[str]) -> ServingCertificate:
+def make_serving_certificate(hosts: list[str], common_name: str = "kube-apiserver") -> ServingCertificate:
     """A CA and a certificate for ``hosts`` (IP addresses or DNS names) signed by it."""
     now = dt.datetime.now(dt.UTC) - dt.timedelta(minutes=5)
     until = now + dt.timedelta(days=365)
@@ -78,7 +81,7 @@ def make_serving_certificate(hosts: list[str]) -> ServingCertificate:
             names.append(x509.DNSName(host))
     cert = (
         x509.CertificateBuilder()
-        .subject_name(_name("kube-apiserver"))
+        .subject_name(_name(common_name))
         .issuer_name(ca_cert.subject)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())

@@ -87,6 +87,12 @@ def _add_apiserver(commands: Any) -> None:
         default=10_000,
         help="events kept for watches; older resourceVersions get 410 (default: 10000)",
     )
+    parser.add_argument(
+        "--no-sim-endpoints",
+        action="store_true",
+        help="turn the simulator-only /sim/v1/... endpoints (metrics, faults) off: they answer 404 "
+        "like any path kube-apiserver does not know (to check clients need nothing else)",
+    )
     cli_cluster.add_faults_argument(parser)
     parser.set_defaults(func=run_apiserver)
 
@@ -121,8 +127,11 @@ def run_apiserver(args: argparse.Namespace) -> int:
         crd_paths=args.crd,
         event_window=args.event_window,
         faults=args.faults,
+        sim_endpoints=not args.no_sim_endpoints,
     )
     print(f"API server listening on {handle.url}", flush=True)
+    if args.no_sim_endpoints:
+        print("simulator-only endpoints (/sim/v1/...) are off", flush=True)
     print(f"kubeconfig: {handle.kubeconfig_path}", flush=True)
     print(f"use it with: export KUBECONFIG={handle.kubeconfig_path}", flush=True)
     if args.faults is not None:

@@ -102,6 +102,13 @@ def _add_topology(parser: argparse.ArgumentParser) -> None:
         "--schedule-period", type=float, default=1.0, help="Volcano session period (default: 1s)"
     )
     parser.add_argument("--workdir", default=None, help="working directory of process-runtime pods")
+    parser.add_argument(
+        "--node-address",
+        default="127.0.0.1",
+        metavar="IP",
+        help="address each simulated node's kubelet API (container logs) listens on and advertises as "
+        "its InternalIP; the API server must reach it (default: 127.0.0.1, an API server on this machine)",
+    )
 
 
 def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
@@ -141,6 +148,7 @@ def _topology(args: argparse.Namespace) -> dict[str, Any]:
         "runtime": args.runtime,
         "schedule_period": args.schedule_period,
         "workdir": args.workdir,
+        "node_address": args.node_address,
     }
 
 

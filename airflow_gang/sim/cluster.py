@@ -50,6 +50,7 @@ class Topology:
     runtime: Runtime = "script"
     schedule_period: float = 1.0
     workdir: str | None = None
+    node_address: str = "127.0.0.1"
 
     def node_names(self) -> list[str]:
         return [f"sim-node-{index + 1}" for index in range(self.nodes)]
@@ -109,6 +110,7 @@ def _kubelet_factory(topology: Topology, node_name: str, period: float) -> Contr
         runtime=topology.runtime,
         period=period,
         workdir=topology.workdir,
+        address=topology.node_address,
     )
 
 
@@ -128,6 +130,8 @@ class SimCluster:
     :param port: API server port (0 picks a free one).
     :param kubeconfig_path: where to write the kubeconfig (default: a temporary file).
     :param workdir: working directory of process-runtime pods.
+    :param node_address: where each node's kubelet API (container logs, which ``pods/log``
+        proxies to) listens; advertised as the Node's InternalIP.
     :param tls_sans: extra DNS names or IP addresses for the API server's certificate.
     :param advertise_url: the server URL written into the kubeconfig, for clients that reach
         the API server under another name (``https://kube-sim:6443`` from other containers);
@@ -153,6 +157,7 @@ class SimCluster:
         host: str = "127.0.0.1",
         kubeconfig_path: str | Path | None = None,
         workdir: str | None = None,
+        node_address: str = "127.0.0.1",
         auth: bool = True,
         tls_sans: Iterable[str] = (),
         advertise_url: str | None = None,
@@ -170,6 +175,7 @@ class SimCluster:
             runtime=runtime,
             schedule_period=schedule_period,
             workdir=workdir,
+            node_address=node_address,
         )
         self._port = port
         self._host = host

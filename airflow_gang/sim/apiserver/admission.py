@@ -3,8 +3,8 @@
 ``decode`` checks kind/apiVersion/namespace against the URL and applies the schema's
 defaults and pruning (what decoding does upstream); ``mutate`` runs defaulting and mutating
 admission; ``check`` runs validation (422 ``Invalid`` with every cause) and then the
-validating admission webhooks. The status subresource skips mutation, kind validators and
-webhooks, as upstream registers them on the main resource only.
+validating admission webhooks. The ``status`` and ``scale`` subresources skip mutation, kind
+validators and webhooks, as upstream registers them on the main resource only.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ def mutate(
     subresource: str = "",
 ) -> None:
     """Defaulting and mutating admission, in place."""
-    if subresource == "status":
+    if subresource:
         return
     for mutator in info.mutators:
         mutator(op, new, old, view)
@@ -84,14 +84,14 @@ def check(
     causes: list[Cause] = validate_metadata(info, new)
     if old is not None:
         causes += validate_metadata_update(old, new)
-    if subresource != "status":
+    if not subresource:
         for validator in info.validators:
             causes += validator(new, old)
     if info.schema is not None:
         causes += openapi.validate(info.schema, {k: v for k, v in new.items() if k != "metadata"})
     if causes:
         raise Invalid(info.qualified_kind, objects.meta(new).get("name", ""), causes)
-    if subresource == "status":
+    if subresource:
         return
     for admit in info.admission:
         admit(op, new, old, view)

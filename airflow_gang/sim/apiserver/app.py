@@ -30,7 +30,6 @@ from airflow_gang.sim.apiserver.faults_routes import faults_router
 from airflow_gang.sim.apiserver.metrics import RequestCounter, RequestMetrics, metrics_router
 from airflow_gang.sim.apiserver.routes import router, status_response
 from airflow_gang.sim.apiserver.state import ServerConfig, ServerState
-from airflow_gang.sim.apiserver.subresources import sim_router
 
 log = logging.getLogger(__name__)
 PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/livez", "/version"})
@@ -106,9 +105,9 @@ def build_app(config: ServerConfig, state: ServerState | None = None) -> FastAPI
     )
     app.state.sim = state or ServerState(config)
     app.include_router(router)
-    app.include_router(sim_router)
-    app.include_router(metrics_router)
-    app.include_router(faults_router)
+    if config.sim_endpoints:  # without them, /sim/v1/... is an unknown path (plain-text 404)
+        app.include_router(metrics_router)
+        app.include_router(faults_router)
     app.add_exception_handler(StatusError, _status_error)
     app.add_exception_handler(HTTPException, _http_error)
     app.add_exception_handler(Exception, _unexpected)

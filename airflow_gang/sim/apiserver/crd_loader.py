@@ -3,7 +3,8 @@
 Used for the upstream CRD files (e.g. ``../shared/crds/``) so tests can prove objects pass the
 real schemas. A loaded CRD replaces the row of the same group and plural and keeps that row's
 hooks (defaulting, webhooks); its served storage version, scope, short names, status
-subresource and printer columns come from the file. The ``scale`` subresource is not served.
+subresource, ``scale`` subresource (its replica and selector paths) and printer columns come
+from the file.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from airflow_gang.sim.apiserver.registry import PrinterColumn, Registry, ResourceInfo
+from airflow_gang.sim.apiserver.registry import PrinterColumn, Registry, ResourceInfo, ScalePaths
 
 JsonDict = dict[str, Any]
 
@@ -44,6 +45,8 @@ def crd_resources(documents: Iterable[JsonDict], base: Registry) -> list[Resourc
         names = spec["names"]
         served = [v for v in spec["versions"] if v.get("served", True)]
         version = next((v for v in served if v.get("storage")), served[0])
+        subresources = version.get("subresources") or {}
+        scale = subresources.get("scale")
         schema = (version.get("schema") or {}).get("openAPIV3Schema") or {
             "type": "object",
             "x-kubernetes-preserve-unknown-fields": True,
@@ -53,7 +56,12 @@ def crd_resources(documents: Iterable[JsonDict], base: Registry) -> list[Resourc
             "kind": names["kind"],
             "namespaced": spec.get("scope", "Namespaced") == "Namespaced",
             "schema": schema,
-            "subresources": frozenset(k for k in (version.get("subresources") or {}) if k == "status"),
+            "subresources": frozenset(k for k in subresources if k in ("status", "scale")),
+            "scale": ScalePaths(
+                scale["specReplicasPath"], scale["statusReplicasPath"], scale.get("labelSelectorPath", "")
+            )
+            if scale is not None
+            else None,
             "short_names": tuple(names.get("shortNames") or ()),
             "singular": names.get("singular", ""),
             "categories": tuple(names.get("categories") or ()),

@@ -30,7 +30,10 @@ _SUBRESOURCE_VERBS = {
     "status": ("Self", ["get", "patch", "update"]),
     "binding": ("Binding", ["create"]),
     "log": ("Self", ["get"]),
+    "scale": ("Scale", ["get", "patch", "update"]),
 }
+# Subresources served as another group's kind name it, as a CRD's ``scale`` does.
+_SUBRESOURCE_GROUP_VERSION = {"scale": ("autoscaling", "v1")}
 
 
 def _storage_hash(info: ResourceInfo) -> str:
@@ -99,15 +102,15 @@ def resource_list(registry: Registry, group: str, version: str) -> JsonDict | No
         resources.append(_resource(info))
         for sub in sorted(info.subresources):
             kind, verbs = _SUBRESOURCE_VERBS.get(sub, ("Self", ["get"]))
-            resources.append(
-                {
-                    "name": f"{info.plural}/{sub}",
-                    "singularName": "",
-                    "namespaced": info.namespaced,
-                    "kind": info.kind if kind == "Self" else kind,
-                    "verbs": verbs,
-                }
-            )
+            entry: JsonDict = {
+                "name": f"{info.plural}/{sub}",
+                "singularName": "",
+                "namespaced": info.namespaced,
+            }
+            if sub in _SUBRESOURCE_GROUP_VERSION:
+                entry["group"], entry["version"] = _SUBRESOURCE_GROUP_VERSION[sub]
+            entry |= {"kind": info.kind if kind == "Self" else kind, "verbs": verbs}
+            resources.append(entry)
     return {
         "kind": "APIResourceList",
         "apiVersion": "v1",

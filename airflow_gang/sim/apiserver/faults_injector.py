@@ -218,7 +218,7 @@ class FaultInjector:
         log.info("fault injection: outage begins")
         # End watches and log follows first, as a stopping server does; the drop cuts the rest.
         self._state.store.close_watchers()
-        self._state.logs.wake_all()
+        self._state.log_streams.close_all()
         self._listener.interrupt()
 
     def _come_back(self) -> None:

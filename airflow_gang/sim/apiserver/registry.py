@@ -60,8 +60,18 @@ class PrinterColumn:
 
 
 @dataclass(frozen=True)
+class ScalePaths:
+    """A custom resource's ``scale`` subresource, as its CRD declares it (simple JSONPaths)."""
+
+    spec_replicas: str
+    status_replicas: str
+    label_selector: str = ""
+
+
+@dataclass(frozen=True)
 class ResourceInfo:
-    """One served resource. ``schema`` set means a custom resource (CRD semantics)."""
+    """One served resource. ``schema`` set means a custom resource (CRD semantics); ``scale``
+    set (with ``"scale"`` in ``subresources``) serves its ``scale`` subresource."""
 
     group: str
     version: str
@@ -79,6 +89,7 @@ class ResourceInfo:
     generation: bool = True
     graceful_delete: bool = False
     printer_columns: tuple[PrinterColumn, ...] = ()
+    scale: ScalePaths | None = None
     mutators: tuple[Mutator, ...] = ()
     validators: tuple[Validator, ...] = ()
     admission: tuple[Admission, ...] = ()

@@ -8,7 +8,7 @@ subresources and short names match the real API so discovery looks like a real c
 from __future__ import annotations
 
 from airflow_gang.sim.apiserver import core_kinds, printing, schemas, webhooks
-from airflow_gang.sim.apiserver.registry import PrinterColumn, Registry, ResourceInfo
+from airflow_gang.sim.apiserver.registry import PrinterColumn, Registry, ResourceInfo, ScalePaths
 
 _POD_FIELDS = (
     "spec.nodeName",
@@ -124,6 +124,16 @@ EVENTS = ResourceInfo(
         PrinterColumn("Message", json_path=".message"),
     ),
 )
+# Node heartbeats: each kubelet renews its Lease in ``kube-node-lease``.
+LEASES = ResourceInfo(
+    group="coordination.k8s.io",
+    version="v1",
+    kind="Lease",
+    plural="leases",
+    namespaced=True,
+    generation=False,
+    printer_columns=(PrinterColumn("Holder", json_path=".spec.holderIdentity"), printing.AGE),
+)
 PRIORITY_CLASSES = ResourceInfo(
     group="scheduling.k8s.io",
     version="v1",
@@ -148,8 +158,14 @@ PYTORCHJOBS = ResourceInfo(
     kind="PyTorchJob",
     plural="pytorchjobs",
     namespaced=True,
-    subresources=frozenset({"status"}),
+    subresources=frozenset({"status", "scale"}),
     schema=schemas.PYTORCHJOB_SCHEMA,
+    # As the upstream CRD declares it: the scale of a PyTorchJob is its Worker count.
+    scale=ScalePaths(
+        spec_replicas=".spec.pytorchReplicaSpecs.Worker.replicas",
+        status_replicas=".status.replicaStatuses.Worker.active",
+        label_selector=".status.replicaStatuses.Worker.selector",
+    ),
     printer_columns=(
         PrinterColumn("State", json_path=".status.conditions[-1:].type"),
         PrinterColumn("Age", "date", json_path=".metadata.creationTimestamp"),
@@ -209,6 +225,7 @@ BUILTIN_RESOURCES: tuple[ResourceInfo, ...] = (
     PODS,
     SERVICES,
     EVENTS,
+    LEASES,
     PRIORITY_CLASSES,
     PYTORCHJOBS,
     PODGROUPS,

@@ -4,7 +4,11 @@
 :class:`Target` (resource, namespace, name, subresource) in one dependency that 404s on
 unknown kinds; the handlers then call the verbs in ``operations.py``. Nothing here knows a
 particular kind except the two pod subresources that are not plain objects (``binding`` and
-``log``, in ``subresources.py``).
+``log``, in ``subresources.py``); custom resources may also have a ``scale`` (``scale.py``).
+
+A subresource a kind does not have is a 404: for a custom resource a ``NotFound`` naming the
+object (``details.name``, ``group``, ``kind``), as apiextensions-apiserver answers whether or
+not the object exists; for a built-in kind the generic "could not find the requested resource".
 """
 
 from __future__ import annotations
@@ -17,9 +21,10 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 
 from airflow_gang.sim.apiserver import discovery, printing
-from airflow_gang.sim.apiserver.errors import MethodNotAllowed, ResourceNotFound, StatusError
+from airflow_gang.sim.apiserver.errors import MethodNotAllowed, NotFound, ResourceNotFound, StatusError
 from airflow_gang.sim.apiserver.params import delete_options, dry_run, flag, list_options, read_json
 from airflow_gang.sim.apiserver.registry import Registry, ResourceInfo
+from airflow_gang.sim.apiserver.scale import ScaleEndpoint
 from airflow_gang.sim.apiserver.state import ServerState
 from airflow_gang.sim.apiserver.subresources import bind_pod, read_pod_log
 from airflow_gang.sim.apiserver.watch_stream import watch_response
@@ -79,7 +84,7 @@ def parse_target(registry: Registry, group: str, version: str, rest: str) -> Tar
     name = parts[1] if len(parts) > 1 else ""
     sub = parts[2] if len(parts) > 2 else ""
     if sub and sub not in info.subresources:
-        raise ResourceNotFound()
+        raise NotFound(info.resource, name) if info.custom else ResourceNotFound()
     return Target(info, namespace, name, sub)
 
 
@@ -91,6 +96,10 @@ async def resolve_target(request: Request, state: StateDep) -> Target:
 
 
 TargetDep = Annotated[Target, Depends(resolve_target)]
+
+
+def scale_endpoint(state: ServerState, target: Target) -> ScaleEndpoint:
+    return ScaleEndpoint(state.api, target.resource, target.namespace or "", target.name)
 
 
 # --- responses ----------------------------------------------------------------------------------
@@ -192,6 +201,8 @@ async def get(request: Request, target: TargetDep, state: StateDep) -> Response:
     info = target.resource
     if target.subresource == "log":
         return await read_pod_log(request, state, target.namespace or "", target.name)
+    if target.subresource == "scale":
+        return json_response(scale_endpoint(state, target).get())
     if target.subresource not in ("", "status"):
         raise MethodNotAllowed()
     if target.name:
@@ -218,9 +229,11 @@ async def post(request: Request, target: TargetDep, state: StateDep) -> Response
 @router.put(_CORE)
 @router.put(_GROUPS)
 async def put(request: Request, target: TargetDep, state: StateDep) -> Response:
-    if not target.name or target.subresource not in ("", "status"):
+    if not target.name or target.subresource not in ("", "status", "scale"):
         raise MethodNotAllowed()
     body = await read_json(request)
+    if target.subresource == "scale":
+        return json_response(scale_endpoint(state, target).update(body, dry_run=dry_run(request)))
     updated = state.api.update(
         target.resource,
         target.namespace or "",
@@ -235,9 +248,12 @@ async def put(request: Request, target: TargetDep, state: StateDep) -> Response:
 @router.patch(_CORE)
 @router.patch(_GROUPS)
 async def patch(request: Request, target: TargetDep, state: StateDep) -> Response:
-    if not target.name or target.subresource not in ("", "status"):
+    if not target.name or target.subresource not in ("", "status", "scale"):
         raise MethodNotAllowed()
     content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if target.subresource == "scale":
+        endpoint = scale_endpoint(state, target)
+        return json_response(endpoint.patch(content_type, await request.body(), dry_run=dry_run(request)))
     patched = state.api.patch(
         target.resource,
         target.namespace or "",

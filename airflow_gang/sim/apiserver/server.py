@@ -125,7 +125,7 @@ class ApiServerHandle:
         self.state.faults.shutdown()
         # Open watches would otherwise hold the graceful shutdown until its timeout.
         self.state.store.close_watchers()
-        self.state.logs.wake_all()
+        self.state.log_streams.close_all()
         self.listener.stop(timeout)
         if self._temp_dir is not None and not self.listener.serving:
             self._temp_dir.cleanup()
@@ -156,6 +156,7 @@ def start_apiserver(
     startup_timeout: float = 15.0,
     advertise_url: str | None = None,
     faults: FaultSpec | Mapping[str, Any] | str | Path | None = None,
+    sim_endpoints: bool = True,
 ) -> ApiServerHandle:
     """Start an API server on a background thread and write its kubeconfig.
 
@@ -179,6 +180,11 @@ def start_apiserver(
         at a second kubeconfig with the address reachable from this machine.
     :param faults: a fault spec to apply once the server is up (see ``airflow_gang.sim.faults``):
         a `FaultSpec`, a mapping, a YAML/JSON file path or inline JSON.
+    :param sim_endpoints: serve the simulator-only ``/sim/v1/...`` endpoints (request metrics,
+        the fault spec over HTTP). False makes the server look like a bare kube-apiserver: those
+        paths answer 404 ``404 page not found`` (plain text), so a client that still needs them
+        shows up (the attach-mode test runs the controllers against such a server). Faults
+        given here or through the handle still apply.
     """
     fault_spec = load_fault_spec(faults) if faults is not None else None
     advertised_host = _advertised_host(advertise_url, tls) if advertise_url else None
@@ -195,6 +201,7 @@ def start_apiserver(
         bookmark_interval=bookmark_interval,
         watch_queue_size=watch_queue_size,
         extra_registry=registry,
+        sim_endpoints=sim_endpoints,
     )
     listener = Listener(host, port)
     bound_port = listener.port

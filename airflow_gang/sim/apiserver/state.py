@@ -1,18 +1,16 @@
-"""What one running API server holds: configuration, registry, store, verbs, pod logs and faults."""
+"""What one running API server holds: configuration, registry, store, verbs, log streams and faults."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from airflow_gang.sim.apiserver import objects
 from airflow_gang.sim.apiserver.core_kinds import SYSTEM_PRIORITY_CLASSES
 from airflow_gang.sim.apiserver.faults_injector import FaultInjector
-from airflow_gang.sim.apiserver.logs import PodLogs
+from airflow_gang.sim.apiserver.kubelet_proxy import LogStreams
 from airflow_gang.sim.apiserver.operations import Api
 from airflow_gang.sim.apiserver.registry import Registry
 from airflow_gang.sim.apiserver.resources import builtin_registry
 from airflow_gang.sim.apiserver.store import Store
-from airflow_gang.sim.apiserver.watching import Event
 
 INITIAL_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 
@@ -26,6 +24,8 @@ class ServerConfig:
     :param bookmark_interval: seconds between BOOKMARK events on idle watches that asked.
     :param watch_timeout: (min, max) seconds for watches without ``timeoutSeconds``; like
         kube-apiserver's ``--min-request-timeout`` a random value in between is used.
+    :param sim_endpoints: serve the simulator-only ``/sim/v1/...`` endpoints (metrics, faults);
+        False answers them as kube-apiserver answers any unknown path (404, plain text).
     """
 
     token: str | None = None
@@ -33,7 +33,7 @@ class ServerConfig:
     watch_queue_size: int = 10_000
     bookmark_interval: float = 60.0
     watch_timeout: tuple[float, float] = (1800.0, 3600.0)
-    max_log_lines: int = 100_000
+    sim_endpoints: bool = True
     server_address: str = "127.0.0.1:0"
     extra_registry: Registry | None = field(default=None, repr=False)
 
@@ -44,18 +44,9 @@ class ServerState:
         self.registry = config.extra_registry or builtin_registry()
         self.store = Store(window=config.event_window, watch_queue_size=config.watch_queue_size)
         self.api = Api(self.registry, self.store)
-        self.logs = PodLogs(max_lines=config.max_log_lines)
+        self.log_streams = LogStreams()
         self.faults = FaultInjector(self)
-        self.store.add_listener(self._on_event)
         self._seed()
-
-    def _on_event(self, event: Event) -> None:
-        # Log followers end when their pod changes phase or goes; wake them on any pod event.
-        if event.key == "/pods":
-            pod_uid = objects.uid(event.obj)
-            self.logs.wake(pod_uid)
-            if event.type == "DELETED":
-                self.logs.forget(pod_uid)
 
     def _seed(self) -> None:
         """What a fresh kube-apiserver holds: the system namespaces and priority classes."""

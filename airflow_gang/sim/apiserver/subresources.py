@@ -1,38 +1,44 @@
-"""Pod subresources that are not plain objects: ``binding`` and ``log``; plus the log side channel.
+"""Pod subresources that are not plain objects: ``binding`` and ``log``.
 
 - ``POST .../pods/{name}/binding`` (and the legacy ``POST .../namespaces/{ns}/bindings``) is how
   schedulers assign a node: it sets ``spec.nodeName`` once (409 if already bound) and the
   ``PodScheduled`` condition, and answers with a ``Status`` of code 201, as upstream.
-- ``GET .../pods/{name}/log`` with ``container``, ``follow``, ``tailLines``, ``sinceSeconds``,
-  ``sinceTime``, ``timestamps``, ``limitBytes``: the errors are upstream's (no container
-  named, unknown container, container not started yet); an unscheduled pod has an empty log.
-- ``POST /sim/v1/namespaces/{ns}/pods/{name}/log?container=c`` is **simulator-only**: the
-  simulator's kubelet (an ordinary HTTP client holding the same bearer token) appends log
-  lines with it. The body is ``text/plain`` (one line per line) or JSON ``{"lines": [...]}``.
-  Real clusters have no such endpoint; nothing outside the simulator's controllers uses it.
+- ``GET .../pods/{name}/log`` with ``container``, ``follow``, ``previous``, ``tailLines``,
+  ``sinceSeconds``, ``sinceTime``, ``timestamps``, ``limitBytes``: checked here as
+  kube-apiserver checks them (the pod, which container, the options), then proxied to the
+  kubelet of the pod's node (``kubelet_proxy.py``), which keeps the logs and has the last word
+  (container not started yet, no previous instance). An unscheduled pod has an empty log.
 """
 
 from __future__ import annotations
 
-import asyncio
 import copy
-import datetime as dt
-import json
-from collections.abc import AsyncIterator
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import Request
 from fastapi.responses import Response, StreamingResponse
 
 from airflow_gang.sim.apiserver import objects
-from airflow_gang.sim.apiserver.errors import BadRequest, Conflict, Invalid, NotFound, required
-from airflow_gang.sim.apiserver.logs import LogLine, select
-from airflow_gang.sim.apiserver.printing import parse_time
+from airflow_gang.sim.apiserver.errors import (
+    BadRequest,
+    Cause,
+    Conflict,
+    Invalid,
+    NotFound,
+    forbidden,
+    invalid,
+    required,
+)
+from airflow_gang.sim.apiserver.kubelet_proxy import KubeletLogRequest, container_logs_url, node_or_404
+from airflow_gang.sim.apiserver.params import int_param
 from airflow_gang.sim.apiserver.state import ServerState
 
 JsonDict = dict[str, Any]
 PODS_KEY = "/pods"
-sim_router = APIRouter(prefix="/sim/v1")
+NODES_KEY = "/nodes"
+# What kube-apiserver passes on to the kubelet (booleans only when true).
+_FLAGS = ("follow", "previous", "timestamps")
+_NUMBERS = ("sinceSeconds", "tailLines", "limitBytes")
 
 
 def _pod(state: ServerState, namespace: str, name: str) -> JsonDict:
@@ -114,132 +120,39 @@ def _container(pod: JsonDict, requested: str | None) -> str:
     raise BadRequest(message)
 
 
-def _container_state(pod: JsonDict, container: str) -> JsonDict:
-    status = pod.get("status") or {}
-    for entry in [*(status.get("containerStatuses") or []), *(status.get("initContainerStatuses") or [])]:
-        if entry.get("name") == container:
-            state: JsonDict = entry.get("state") or {}
-            return state
-    return {}
-
-
-def _finished(pod: JsonDict | None, pod_uid: str, container: str) -> bool:
-    if pod is None or objects.uid(pod) != pod_uid:
-        return True
-    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed") or (
-        "terminated" in _container_state(pod, container)
-    )
+def _log_params(request: Request, pod: str) -> dict[str, str]:
+    """The options, validated as ``ValidatePodLogOptions`` does, in the kubelet's query form."""
+    query = request.query_params
+    params = {name: "true" for name in _FLAGS if query.get(name, "").lower() in ("true", "1")}
+    numbers = {name: int_param(request, name) for name in _NUMBERS}
+    causes: list[Cause] = []
+    if (tail := numbers["tailLines"]) is not None and tail < 0:
+        causes.append(invalid("tailLines", tail, "must be greater than or equal to 0"))
+    if (limit := numbers["limitBytes"]) is not None and limit < 1:
+        causes.append(invalid("limitBytes", limit, "must be greater than 0"))
+    since = numbers["sinceSeconds"]
+    if since is not None and query.get("sinceTime"):
+        causes.append(forbidden("", "at most one of `sinceTime` or `sinceSeconds` may be specified"))
+    elif since is not None and since < 1:
+        causes.append(invalid("sinceSeconds", since, "must be greater than 0"))
+    if causes:
+        raise Invalid("PodLogOptions", pod, causes)
+    params |= {name: str(value) for name, value in numbers.items() if value is not None}
+    if query.get("sinceTime") and since is None:
+        params["sinceTime"] = query["sinceTime"]
+    return params
 
 
 async def read_pod_log(request: Request, state: ServerState, namespace: str, name: str) -> Response:
-    query = request.query_params
-    pod = _pod(state, namespace, name)
-    container = _container(pod, query.get("container"))
-    if query.get("previous", "").lower() in ("true", "1"):
-        raise BadRequest(f'previous terminated container "{container}" in pod "{name}" not found')
-    if not (pod.get("spec") or {}).get("nodeName"):
-        return Response(b"", media_type="text/plain")  # unscheduled: upstream has no kubelet to ask
-    pod_uid = objects.uid(pod)
-    container_state = _container_state(pod, container)
-    if not state.logs.has_lines(pod_uid, container) and not (
-        {"running", "terminated"} & set(container_state)
-    ):
-        reason = (container_state.get("waiting") or {}).get("reason") or "ContainerCreating"
-        raise BadRequest(f'container "{container}" in pod "{name}" is waiting to start: {reason}')
-    since = _since(query.get("sinceSeconds"), query.get("sinceTime"))
-    tail = int(query["tailLines"]) if query.get("tailLines") else None
-    timestamps = query.get("timestamps", "").lower() in ("true", "1")
-    limit = int(query["limitBytes"]) if query.get("limitBytes") else None
-    lines = select(state.logs.read(pod_uid, container), since, tail)
-    if query.get("follow", "").lower() not in ("true", "1"):
-        body = "".join(line.render(timestamps) for line in lines).encode()
-        return Response(body[:limit] if limit else body, media_type="text/plain")
-    return StreamingResponse(
-        _follow(
-            state,
-            namespace=namespace,
-            name=name,
-            pod_uid=pod_uid,
-            container=container,
-            initial=lines,
-            timestamps=timestamps,
-            limit=limit,
-        ),
-        media_type="text/plain",
-    )
-
-
-def _since(seconds: str | None, moment: str | None) -> dt.datetime | None:
-    if seconds:
-        return objects.utc_now() - dt.timedelta(seconds=int(seconds))
-    if moment:
-        return parse_time(moment)
-    return None
-
-
-async def _follow(
-    state: ServerState,
-    *,
-    namespace: str,
-    name: str,
-    pod_uid: str,
-    container: str,
-    initial: list[LogLine],
-    timestamps: bool,
-    limit: int | None,
-) -> AsyncIterator[bytes]:
-    """Stream ``initial``, then new lines as they are appended, until the container ends."""
-    waiter = state.logs.subscribe(pod_uid, asyncio.get_running_loop())
-    budget = limit if limit is not None else -1
-    try:
-        last = max((line.seq for line in state.logs.read(pod_uid, container)), default=0)
-        batch = initial
-        while True:
-            if batch:
-                chunk = "".join(line.render(timestamps) for line in batch).encode()
-                if budget >= 0:
-                    chunk, budget = chunk[:budget], max(0, budget - len(chunk))
-                if chunk:
-                    yield chunk
-                if budget == 0:
-                    return
-            finished = _finished(state.store.get(PODS_KEY, namespace, name), pod_uid, container)
-            waiter.event.clear()
-            batch = state.logs.read(pod_uid, container, last)
-            if batch:
-                last = batch[-1].seq
-            elif finished:
-                return
-            else:
-                await waiter.event.wait()
-    finally:
-        state.logs.unsubscribe(pod_uid, waiter)
-
-
-def get_state(request: Request) -> ServerState:
-    sim: ServerState = request.app.state.sim
-    return sim
-
-
-@sim_router.post("/namespaces/{namespace}/pods/{name}/log")
-async def append_pod_log(
-    namespace: str, name: str, request: Request, state: Annotated[ServerState, Depends(get_state)]
-) -> Response:
-    """Simulator-only: append lines to a container's log (see the module docstring)."""
     pod = _pod(state, namespace, name)
     container = _container(pod, request.query_params.get("container"))
-    raw = await request.body()
-    if "json" in request.headers.get("content-type", ""):
-        try:
-            body = json.loads(raw or b"{}")
-        except ValueError as exc:
-            raise BadRequest(f"invalid JSON: {exc}") from exc
-        lines = body.get("lines") if isinstance(body, dict) else body
-        if isinstance(lines, str):
-            lines = lines.splitlines()
-        if not isinstance(lines, list) or not all(isinstance(line, str) for line in lines):
-            raise BadRequest('body must be {"lines": ["...", ...]}')
-    else:
-        lines = raw.decode("utf-8", errors="replace").splitlines()
-    state.logs.append(objects.uid(pod), container, lines)
-    return Response(json.dumps(success(201)), status_code=201, media_type="application/json")
+    params = _log_params(request, name)
+    node_name = (pod.get("spec") or {}).get("nodeName")
+    if not node_name:
+        return Response(b"", media_type="text/plain")  # unscheduled: there is no kubelet to ask
+    node = node_or_404(state.store.get(NODES_KEY, "", node_name), node_name)
+    upstream = KubeletLogRequest(container_logs_url(node, namespace, name, container), params, name)
+    await upstream.open()
+    if "follow" not in params:
+        return Response(await upstream.read(), media_type="text/plain")
+    return StreamingResponse(upstream.relay(state.log_streams), media_type="text/plain")

@@ -168,19 +168,6 @@ class KubeClient:
         }
         await self.request("POST", PODS.path(namespace, pod, "binding"), body=binding)
 
-    async def append_log(self, namespace: str, pod: str, container: str, lines: list[str]) -> None:
-        """Publish container output (the simulator's stand-in for the kubelet's log files).
-
-        The endpoint is simulator-only (``/sim/v1/...``); against a real cluster nothing runs
-        our kubelet, so this is never called there.
-        """
-        await self.request(
-            "POST",
-            f"/sim/v1/namespaces/{namespace}/pods/{pod}/log",
-            query={"container": container},
-            body={"lines": lines},
-        )
-
     async def watch(
         self, kind: Kind, resource_version: str, timeout_seconds: int = 300, namespace: str | None = None
     ) -> AsyncIterator[JsonDict]:

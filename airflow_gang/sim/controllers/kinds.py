@@ -46,6 +46,7 @@ PRIORITY_CLASSES = Kind("scheduling.k8s.io", "v1", "priorityclasses", False, "Pr
 PYTORCHJOBS = Kind("kubeflow.org", "v1", "pytorchjobs", True, "PyTorchJob")
 PODGROUPS = Kind("scheduling.volcano.sh", "v1beta1", "podgroups", True, "PodGroup")
 QUEUES = Kind("scheduling.volcano.sh", "v1beta1", "queues", False, "Queue")
+LEASES = Kind("coordination.k8s.io", "v1", "leases", True, "Lease")
 
 
 def object_key(obj: dict[str, Any]) -> tuple[str, str]:

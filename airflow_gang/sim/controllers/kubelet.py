@@ -7,6 +7,11 @@ once and left to rendezvous by itself — and ends
 Succeeded/Failed with the container's exit code (`kubelet_pod.py`). All pod writes go through
 ``pods/status``; the Node side (registration, heartbeats, failure) is `kubelet_node.py`.
 
+Container output stays on the node, as on a real one (`kubelet_logs.py`): each kubelet serves
+its node's logs over HTTPS at ``/containerLogs/{namespace}/{pod}/{container}`` on a port of its
+own (`kubelet_server.py`), advertised on the Node, and ``pods/log`` of any API server — the
+simulator's or a real kube-apiserver — proxies there. A pod's logs go when the pod goes.
+
 Decisions worth knowing:
 
 - **Restarts follow the pod's ``restartPolicy``, in place**, like the real kubelet: ``Never``
@@ -46,9 +51,11 @@ from airflow_gang.sim.controllers.client import ApiError, JsonDict, KubeClient
 from airflow_gang.sim.controllers.clock import utc_now
 from airflow_gang.sim.controllers.informer import Cache, deep_get
 from airflow_gang.sim.controllers.kinds import PODS, PYTORCHJOBS, Kind, object_key
+from airflow_gang.sim.controllers.kubelet_logs import NodeLogs
 from airflow_gang.sim.controllers.kubelet_node import NodeAgent
 from airflow_gang.sim.controllers.kubelet_pod import PodRun
-from airflow_gang.sim.controllers.kubelet_status import node_lost_status
+from airflow_gang.sim.controllers.kubelet_server import KubeletServer
+from airflow_gang.sim.controllers.kubelet_status import HOST_IP, node_lost_status
 from airflow_gang.sim.controllers.retrying import retry_transient
 
 log = logging.getLogger(__name__)
@@ -72,6 +79,8 @@ class Kubelet(NodeAgent):
     :param workdir: the process runtime's working directory (default: a private temp dir).
     :param restart_backoff: first CrashLoopBackOff delay in seconds (doubles, up to 30 times it).
     :param stop_grace: SIGTERM → SIGKILL delay when the kubelet stops or a node fails.
+    :param address: where the node's kubelet API listens, advertised as the Node's InternalIP;
+        kube-apiserver must reach it for ``pods/log`` (loopback: an API server on this machine).
     """
 
     name = "kubelet"
@@ -91,6 +100,7 @@ class Kubelet(NodeAgent):
         workdir: str | None = None,
         restart_backoff: float = 0.5,
         stop_grace: float = 2.0,
+        address: str = HOST_IP,
     ) -> None:
         super().__init__(
             client,
@@ -100,6 +110,7 @@ class Kubelet(NodeAgent):
             register_node=register_node,
             period=period,
             clock=clock,
+            address=address,
         )
         if runtime not in ("script", "process"):
             raise ValueError(f"runtime={runtime!r} is invalid: must be 'script' or 'process'")
@@ -110,10 +121,14 @@ class Kubelet(NodeAgent):
         self.runs: dict[str, PodRun] = {}
         self._local_jobs: set[str] = set()  # job_key of every pod this kubelet runs
         self._tempdir: str | None = None
+        self.logs = NodeLogs()
+        self.server = KubeletServer(self.logs, self._local_pod, address=address, clock=clock)
         cache[PODS].add_index(NODE_INDEX, _node_of)
         cache[PODS].add_index(JOB_INDEX, _job_of)
 
     async def run(self) -> None:
+        # Listening before the Node is registered, so the port it advertises always answers.
+        self.kubelet_port = await self.server.start()
         try:
             await super().run()
         finally:
@@ -153,6 +168,7 @@ class Kubelet(NodeAgent):
             run = self.runs[uid]
             if run.task is None or run.task.done():
                 del self.runs[uid]
+                self.logs.forget(uid)
             elif run.ending is None:  # force-deleted (grace 0) while running: just stop it
                 run.ending = asyncio.create_task(run.stop(self.stop_grace))
 
@@ -205,10 +221,16 @@ class Kubelet(NodeAgent):
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        await self.server.stop()
         if self._tempdir is not None:
             shutil.rmtree(self._tempdir, ignore_errors=True)
 
     # --- what a PodRun needs (kubelet_pod.Host) -------------------------------------------------
+
+    def _local_pod(self, namespace: str, name: str) -> JsonDict | None:
+        """A pod bound to this node (what the kubelet API may serve), from the cache."""
+        pod = self.cache.get(PODS, namespace, name)
+        return pod if pod is not None and deep_get(pod, "spec", "nodeName") == self.node_name else None
 
     def pod_of(self, run: PodRun) -> JsonDict | None:
         """The cached pod of ``run``: same name *and* UID, never a successor of the same name."""
@@ -246,14 +268,6 @@ class Kubelet(NodeAgent):
             raise
         if result is not None:
             self.cache[PODS].observe(result)  # so this kubelet's next look (rendezvous) sees it at once
-
-    async def append_log(self, run: PodRun, container: str, lines: list[str]) -> None:
-        if not lines or self.pod_of(run) is None:
-            return  # the log endpoint goes by name: never write into a successor pod's log
-        try:
-            await self.client.append_log(run.namespace, run.name, container, lines)
-        except _TRANSIENT as error:
-            log.debug("kubelet %s: log of %s/%s lost: %s", self.node_name, run.namespace, run.name, error)
 
 
 def _node_of(pod: JsonDict) -> list[str]:

@@ -1,10 +1,14 @@
 """The node half of the simulated kubelet: register the Node, post heartbeats, simulate failure.
 
-A real kubelet creates its Node (or adopts an existing one), then refreshes its conditions'
-``lastHeartbeatTime`` every ``nodeStatusUpdateFrequency`` (10 s by default); the node
-lifecycle controller adds the ``node.kubernetes.io/not-ready`` taints when the node stops
-being Ready. `NodeAgent.set_ready` simulates that failure (and recovery); the pod side of it
-lives in `kubelet.Kubelet`. The same failure follows the simulator-only `NODE_FAILURE_ANNOTATION`
+A real kubelet creates its Node (or adopts an existing one) with its address and kubelet port,
+then heartbeats through its Lease in ``kube-node-lease`` (renewed every 10 s: a quarter of the
+40 s lease) and posts the Node's status when it changes, or every 5 minutes
+(``nodeStatusReportFrequency``) to refresh the conditions' ``lastHeartbeatTime``. A real
+cluster's node lifecycle controller marks a node whose Lease goes stale NotReady; here the
+node lifecycle controller's part (the ``node.kubernetes.io/not-ready`` taints) is done by the
+kubelet itself when the node stops being Ready. `NodeAgent.set_ready` simulates that failure
+(and recovery): a failed node renews nothing until it recovers. The pod side of it lives in
+`kubelet.Kubelet`. The same failure follows the simulator-only `NODE_FAILURE_ANNOTATION`
 on the Node (how the API server's fault injection fails a node): the node fails when it appears
 and recovers when it goes. Only changes of the annotation count, so `set_ready` keeps working.
 """
@@ -20,14 +24,21 @@ from collections.abc import Callable
 from airflow_gang.sim.controllers.client import ApiError, JsonDict, KubeClient
 from airflow_gang.sim.controllers.clock import utc_now
 from airflow_gang.sim.controllers.informer import Cache, deep_get
-from airflow_gang.sim.controllers.kinds import NODES
-from airflow_gang.sim.controllers.kubelet_status import node_conditions, node_object
+from airflow_gang.sim.controllers.kinds import LEASES, NODES
+from airflow_gang.sim.controllers.kubelet_status import (
+    HOST_IP,
+    NODE_LEASE_NAMESPACE,
+    node_conditions,
+    node_lease,
+    node_object,
+)
 from airflow_gang.sim.controllers.runner import Controller
 from airflow_gang.sim.conventions import NODE_FAILURE_ANNOTATION
 
 log = logging.getLogger(__name__)
 
-HEARTBEAT_SECONDS = 10.0
+LEASE_RENEW_SECONDS = 10.0
+STATUS_REPORT_SECONDS = 300.0
 NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 
 
@@ -44,17 +55,22 @@ class NodeAgent(Controller):
         register_node: bool = True,
         period: float | None = 0.2,
         clock: Callable[[], dt.datetime] = utc_now,
+        address: str = HOST_IP,
     ) -> None:
         super().__init__(client, cache, period)
         self.node_name = node_name
         self.capacity = dict(capacity)
         self.register_node = register_node
         self.clock = clock
+        self.address = address
+        self.kubelet_port = 10250  # the kubelet API's port, advertised on the Node; set before run()
         self.ready = True
         self._registered = False
+        self._node_uid = ""
         self._posted_ready: bool | None = None
         self._conditions: list[JsonDict] = []
-        self._last_heartbeat = float("-inf")
+        self._last_status_report = float("-inf")
+        self._last_lease_renewal = float("-inf")
         self._loop: asyncio.AbstractEventLoop | None = None
         self._annotated_failure = False
         cache[NODES].subscribe(self._follow_failure_annotation)
@@ -89,35 +105,63 @@ class NodeAgent(Controller):
             await self._register()
         changed = self._posted_ready != self.ready
         # A failed node's kubelet is silent: no heartbeats until it recovers.
-        due = self.ready and time.monotonic() - self._last_heartbeat >= HEARTBEAT_SECONDS
+        if self.ready and time.monotonic() - self._last_lease_renewal >= LEASE_RENEW_SECONDS:
+            await self._renew_lease()
+        due = self.ready and time.monotonic() - self._last_status_report >= STATUS_REPORT_SECONDS
         if changed or due:
             self._conditions = node_conditions(self.ready, self.clock(), self._conditions)
             await self.client.patch(
                 NODES, self.node_name, {"status": {"conditions": self._conditions}}, subresource="status"
             )
-            self._last_heartbeat = time.monotonic()
+            self._last_status_report = time.monotonic()
         if changed:
             await self._set_taints()
             log.info("node %s ready=%s", self.node_name, self.ready)
             self._posted_ready = self.ready
 
     async def _register(self) -> None:
-        body = node_object(self.node_name, self.capacity, self.clock())
+        body = node_object(
+            self.node_name, self.capacity, self.clock(), address=self.address, port=self.kubelet_port
+        )
         try:
-            await self.client.create(NODES, body)
+            node = await self.client.create(NODES, body)
         except ApiError as error:
             if error.status != 409:
                 raise
-            # Adopt the existing Node as a restarted kubelet does: our labels, our capacity.
+            # Adopt the existing Node as a restarted kubelet does: our labels, capacity, address
+            # and port (the old kubelet's port is gone with it).
             await self.client.patch(
                 NODES, self.node_name, {"metadata": {"labels": body["metadata"]["labels"]}}
             )
-            await self.client.patch(NODES, self.node_name, {"status": body["status"]}, subresource="status")
+            node = await self.client.patch(
+                NODES, self.node_name, {"status": body["status"]}, subresource="status"
+            )
+        self._node_uid = str(deep_get(node, "metadata", "uid", default=""))
         self._conditions = body["status"]["conditions"]
         self._posted_ready = True
-        self._last_heartbeat = time.monotonic()
+        self._last_status_report = time.monotonic()
         self._registered = True
-        log.info("node registered node=%s capacity=%s", self.node_name, body["status"]["capacity"])
+        log.info(
+            "node registered node=%s capacity=%s kubelet=%s:%d",
+            self.node_name,
+            body["status"]["capacity"],
+            self.address,
+            self.kubelet_port,
+        )
+
+    async def _renew_lease(self) -> None:
+        lease = node_lease(self.node_name, self._node_uid, self.clock())
+        try:
+            await self.client.patch(LEASES, self.node_name, {"spec": lease["spec"]}, NODE_LEASE_NAMESPACE)
+        except ApiError as error:
+            if error.status != 404:
+                raise
+            try:
+                await self.client.create(LEASES, lease, NODE_LEASE_NAMESPACE)
+            except ApiError as conflict:
+                if conflict.status != 409:  # created meanwhile: renewed next time
+                    raise
+        self._last_lease_renewal = time.monotonic()
 
     async def _set_taints(self) -> None:
         node = await self.client.get(NODES, self.node_name)

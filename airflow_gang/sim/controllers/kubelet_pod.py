@@ -5,6 +5,10 @@ the job's rendezvous (script runtime only: a real process waits by itself), run 
 container (script or process runtime), then end it or
 restart it in place as ``restartPolicy`` says. `Kubelet` owns the PodRuns, decides when one
 starts or is stopped, and supplies the API access through the `Host` protocol.
+
+Container output goes to the node's logs (`kubelet_logs.NodeLogs`), one log per container
+instance (``restarts`` counts them, and names the instance's ID); an instance's log is closed
+when it exits or is stopped, which ends the streams that follow it.
 """
 
 from __future__ import annotations
@@ -22,7 +26,9 @@ from airflow_gang.sim.controllers.client import ApiError, JsonDict, KubeClient
 from airflow_gang.sim.controllers.clock import rfc3339
 from airflow_gang.sim.controllers.informer import deep_get
 from airflow_gang.sim.controllers.kinds import EVENTS
+from airflow_gang.sim.controllers.kubelet_logs import ContainerLog, NodeLogs
 from airflow_gang.sim.controllers.kubelet_status import (
+    container_id,
     main_container,
     parse_time,
     running_status,
@@ -58,6 +64,7 @@ class Host(Protocol):
     node_name: str
     runtime: Literal["script", "process"]
     restart_backoff: float
+    logs: NodeLogs
 
     def clock(self) -> dt.datetime: ...
     def pod_of(self, run: PodRun) -> JsonDict | None: ...
@@ -65,7 +72,6 @@ class Host(Protocol):
     def job_pods(self, namespace: str, job: str) -> list[JsonDict]: ...
     def workdir_path(self) -> str: ...
     async def write_status(self, run: PodRun, status: JsonDict) -> None: ...
-    async def append_log(self, run: PodRun, container: str, lines: list[str]) -> None: ...
 
 
 def started_event_name(pod_name: str, uid: str, restarts: int) -> str:
@@ -100,6 +106,21 @@ class PodRun:
         self.ending: asyncio.Task[None] | None = None
         self.ended = ""
         self.process: ManagedProcess | None = None
+        self.container = ""  # the main container's name, once the pod is read
+        self.restarts = 0  # which instance of it runs (or ran last)
+
+    async def append_log(self, lines: list[str]) -> None:
+        """Output of the main container's current instance, kept on the node."""
+        # The pod gone means its logs are gone too: never bring them back.
+        if lines and self.container and self.host.pod_of(self) is not None:
+            self._log().append(lines, self.host.clock())
+
+    def _close_log(self) -> None:
+        if self.container:
+            self._log().close()
+
+    def _log(self) -> ContainerLog:
+        return self.host.logs.container(self.uid, container_id(self.uid, self.container, self.restarts))
 
     def start(self) -> None:
         self.task = asyncio.create_task(self._guarded(), name=f"pod {self.namespace}/{self.name}")
@@ -122,6 +143,8 @@ class PodRun:
             log.exception(
                 "kubelet %s: running pod %s/%s failed", self.host.node_name, self.namespace, self.name
             )
+        finally:
+            self._close_log()  # stopped or ended: its followers get the end of the stream
 
     async def live(self) -> None:
         host = self.host
@@ -149,17 +172,20 @@ class PodRun:
             statuses = deep_get(pod, "status", "containerStatuses", default=[]) or []
             mine = [s for s in statuses if s.get("name") == container.get("name")]
             restarts = int(mine[0].get("restartCount", 0)) if mine else 0
+        self.container, self.restarts = str(container.get("name")), restarts
         if host.runtime == "script":
             # A scripted replica cannot rendezvous itself, so the kubelet holds it until every
             # replica runs. A real process (process runtime) starts at once, as on a real node,
             # and waits in its own init_process_group.
-            await self._rendezvous(str(container.get("name")))
+            await self._rendezvous()
         backoff = host.restart_backoff
+        last: JsonDict | None = None  # the previous run's end, once there was one
         while True:
             pod = host.pod_of(self) or pod
             started = rfc3339(host.clock())
             attempt = await self._record_start(pod, restarts, annotations)
             exit_code, reason, message = await self._execute(pod, container, annotations, attempt)
+            self._close_log()
             pod = host.pod_of(self) or pod
             policy = deep_get(pod, "spec", "restartPolicy", default="Always")
             if not (policy == "Always" or (policy == "OnFailure" and exit_code != 0)):
@@ -171,6 +197,7 @@ class PodRun:
                     restarts=restarts,
                     reason=reason,
                     message=message,
+                    last_state=last,
                 )
                 await host.write_status(self, final)
                 log.info(
@@ -181,7 +208,8 @@ class PodRun:
                     host.node_name,
                 )
                 return
-            last = terminated_state(exit_code, started, rfc3339(host.clock()), message)
+            ended = container_id(self.uid, self.container, restarts)
+            last = terminated_state(exit_code, started, rfc3339(host.clock()), message, ended)
             if reason:
                 last["terminated"]["reason"] = reason
             note = (
@@ -195,12 +223,13 @@ class PodRun:
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, 30 * host.restart_backoff)
             restarts += 1
+            self.restarts = restarts
             restarted = running_status(
                 host.pod_of(self) or pod, host.clock(), restarts=restarts, last_state=last
             )
             await host.write_status(self, restarted)
 
-    async def _rendezvous(self, container: str) -> None:
+    async def _rendezvous(self) -> None:
         """Wait until every replica of the job has started; say so in the log once if it must wait."""
         said = False
         while True:
@@ -215,7 +244,7 @@ class PodRun:
                 return
             if not said and counts is not None:
                 line = f"waiting for rendezvous: {counts[0]}/{counts[1]} replicas running"
-                await self.host.append_log(self, container, [line])
+                await self.append_log([line])
                 said = True
             await self.changed.wait()
             self.changed.clear()
@@ -271,7 +300,6 @@ class PodRun:
         self, pod: JsonDict, container: JsonDict, annotations: dict[str, str], attempt: int
     ) -> Outcome:
         """Run the main container once."""
-        name = str(container.get("name"))
         if self.host.runtime == "script":
             rank = container_env(pod, container, None).get("RANK")
             plan = plan_script(annotations, attempt=attempt, pod_name=self.name, rank=rank)
@@ -285,23 +313,21 @@ class PodRun:
                     if begin + at <= now
                 ]
                 due = due or [plan.lines[index]]
-                await self.host.append_log(self, name, due)
+                await self.append_log(due)
                 index += len(due)
             await asyncio.sleep(max(0.0, begin + plan.duration - time.monotonic()))
             return plan.exit_code, None, None
-        return await self._execute_process(pod, container, name)
+        return await self._execute_process(pod, container)
 
-    async def _execute_process(self, pod: JsonDict, container: JsonDict, name: str) -> Outcome:
+    async def _execute_process(self, pod: JsonDict, container: JsonDict) -> Outcome:
         port = master_port(job_uid(pod)) if "MASTER_PORT" in container_env(pod, container, None) else None
         env = container_env(pod, container, port)
         argv = container_argv(container, env)
         if not argv:
             return 128, "StartError", "the process runtime runs the container's command, and it has none"
         if port is not None and env.get("RANK") == "0" and not port_is_free(port):
-            await self.host.append_log(self, name, [f"kubelet: MASTER_PORT {port} is already in use"])
-        process = ManagedProcess(
-            argv, env, self.host.workdir_path(), lambda lines: self.host.append_log(self, name, lines)
-        )
+            await self.append_log([f"kubelet: MASTER_PORT {port} is already in use"])
+        process = ManagedProcess(argv, env, self.host.workdir_path(), self.append_log)
         process.kill_grace = self.kill_grace
         try:
             await process.start()

@@ -1,9 +1,12 @@
-"""What the simulated kubelet writes: pod status bodies and the Node object, as pure functions.
+"""What the simulated kubelet writes: pod status bodies, the Node and its Lease, as pure functions.
 
 Shapes follow the real kubelet's status manager so clients that read ``kubectl get pods`` or
 ``containerStatuses`` cannot tell the difference: conditions keep their ``lastTransitionTime``
 while their status does not change, every container gets a status entry, and the main
-container's exit code decides the phase. Nothing here talks to the API.
+container's exit code decides the phase. Every container instance has an ID (a restart makes a
+new one) that its terminated state repeats, as the kubelet's log lookup expects. The Node
+advertises only an ``InternalIP`` (kube-apiserver tries a ``Hostname`` address first, and a
+simulated node's name resolves nowhere) and its kubelet port. Nothing here talks to the API.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ from airflow_gang.sim.controllers.clock import rfc3339
 JsonDict = dict[str, Any]
 HOST_IP = "127.0.0.1"
 KUBELET_VERSION = "v1.31.0-sim"
+NODE_LEASE_NAMESPACE = "kube-node-lease"
+LEASE_DURATION_SECONDS = 40  # the kubelet's default --node-lease-duration-seconds
 # A node without these keys would make schedulers special-case "missing"; a sim node has them all.
 DEFAULT_CAPACITY = {"cpu": "8", "memory": "32Gi", "pods": "110", "nvidia.com/gpu": "0"}
 MAIN_CONTAINER = "pytorch"
@@ -49,9 +54,13 @@ def _conditions(pod: JsonDict, wanted: Mapping[str, bool], now: str) -> list[Jso
     return result
 
 
+def container_id(pod_uid: str, name: str, restarts: int) -> str:
+    """The ID of a container instance: the ``restarts``-th run of container ``name`` of a pod."""
+    return "sim://" + hashlib.sha256(f"{pod_uid}/{name}/{restarts}".encode()).hexdigest()[:32]
+
+
 def _container_id(pod: JsonDict, name: str, restarts: int) -> str:
-    uid = (pod.get("metadata") or {}).get("uid", "")
-    return "sim://" + hashlib.sha256(f"{uid}/{name}/{restarts}".encode()).hexdigest()[:32]
+    return container_id(str((pod.get("metadata") or {}).get("uid", "")), name, restarts)
 
 
 def _entry(
@@ -59,11 +68,14 @@ def _entry(
 ) -> JsonDict:
     name = str(container.get("name"))
     image = str(container.get("image", ""))
+    instance = _container_id(pod, name, restarts)
+    if "terminated" in state and "containerID" not in state["terminated"]:
+        state = {"terminated": {"containerID": instance, **state["terminated"]}}
     return {
         "name": name,
         "image": image,
         "imageID": f"{image}@sha256:{hashlib.sha256(image.encode()).hexdigest()}",
-        "containerID": _container_id(pod, name, restarts),
+        "containerID": instance,
         "ready": "running" in state,
         "started": "running" in state,
         "restartCount": restarts,
@@ -114,8 +126,12 @@ def running_status(
     return body
 
 
-def terminated_state(exit_code: int, started: str, finished: str, message: str | None = None) -> JsonDict:
-    state: JsonDict = {
+def terminated_state(
+    exit_code: int, started: str, finished: str, message: str | None = None, container_id: str = ""
+) -> JsonDict:
+    """A terminated container state; ``container_id`` names the instance (as ``lastState`` must)."""
+    state: JsonDict = {"containerID": container_id} if container_id else {}
+    state |= {
         "exitCode": exit_code,
         "reason": "Completed" if exit_code == 0 else "Error",
         "startedAt": started,
@@ -135,11 +151,13 @@ def terminated_status(
     restarts: int = 0,
     reason: str | None = None,
     message: str | None = None,
+    last_state: JsonDict | None = None,
 ) -> JsonDict:
     """The pod's last word: the main container exited with ``exit_code``, the others with 0.
 
     ``reason``/``message`` override the main container's (``StartError`` when the process could
-    not be started, as the real runtime reports it).
+    not be started, as the real runtime reports it); ``last_state`` is the main container's
+    previous run, if it was restarted.
     """
     stamp = rfc3339(now)
     body = _base(pod, "Succeeded" if exit_code == 0 else "Failed", stamp, started)
@@ -151,7 +169,8 @@ def terminated_status(
         state = terminated_state(code, started, stamp, message if code else None)
         if container.get("name") == main and reason:
             state["terminated"]["reason"] = reason
-        entries.append(_entry(pod, container, state, restarts, None))
+        last = last_state if container.get("name") == main else None
+        entries.append(_entry(pod, container, state, restarts, last))
     body["containerStatuses"] = entries
     return body
 
@@ -197,6 +216,8 @@ def node_lost_status(pod: JsonDict, node_name: str, now: dt.datetime) -> JsonDic
             "finishedAt": stamp,
         }
     }
+    # The state keeps the last instance's ID (_entry adds it): a simulated failed node still
+    # serves its logs, so a job's failure can quote them.
     restarts = {c.get("name"): c.get("restartCount", 0) for c in status.get("containerStatuses") or []}
     body["containerStatuses"] = [
         _entry(pod, c, state, int(restarts.get(c.get("name"), 0)), None)
@@ -234,7 +255,10 @@ def node_conditions(ready: bool, now: dt.datetime, previous: list[JsonDict] | No
     return result
 
 
-def node_object(name: str, capacity: Mapping[str, str], now: dt.datetime) -> JsonDict:
+def node_object(
+    name: str, capacity: Mapping[str, str], now: dt.datetime, *, address: str = HOST_IP, port: int = 10250
+) -> JsonDict:
+    """A Node reachable at ``address`` (InternalIP) with its kubelet API on ``port``."""
     resources = {**DEFAULT_CAPACITY, **capacity}
     return {
         "apiVersion": "v1",
@@ -252,8 +276,8 @@ def node_object(name: str, capacity: Mapping[str, str], now: dt.datetime) -> Jso
             "capacity": dict(resources),
             "allocatable": dict(resources),
             "conditions": node_conditions(True, now),
-            "addresses": [{"type": "InternalIP", "address": HOST_IP}, {"type": "Hostname", "address": name}],
-            "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
+            "addresses": [{"type": "InternalIP", "address": address}],
+            "daemonEndpoints": {"kubeletEndpoint": {"Port": port}},
             "nodeInfo": {
                 "kubeletVersion": KUBELET_VERSION,
                 "kubeProxyVersion": KUBELET_VERSION,
@@ -266,5 +290,28 @@ def node_object(name: str, capacity: Mapping[str, str], now: dt.datetime) -> Jso
                 "systemUUID": "",
                 "bootID": "",
             },
+        },
+    }
+
+
+def micro_time(moment: dt.datetime) -> str:
+    """metav1.MicroTime's wire form: microseconds, ``Z``."""
+    return moment.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def node_lease(node_name: str, node_uid: str, now: dt.datetime) -> JsonDict:
+    """The node's heartbeat in ``kube-node-lease``, owned by the Node (it goes with it)."""
+    return {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {
+            "name": node_name,
+            "namespace": NODE_LEASE_NAMESPACE,
+            "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": node_name, "uid": node_uid}],
+        },
+        "spec": {
+            "holderIdentity": node_name,
+            "leaseDurationSeconds": LEASE_DURATION_SECONDS,
+            "renewTime": micro_time(now),
         },
     }

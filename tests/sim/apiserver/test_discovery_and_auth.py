@@ -67,7 +67,13 @@ def test_version_and_core_discovery(api_client: k8s.ApiClient) -> None:
 
 def test_group_discovery_lists_every_served_group(api_client: k8s.ApiClient) -> None:
     groups = {g.name: g for g in k8s.ApisApi(api_client).get_api_versions().groups}
-    assert set(groups) == {"scheduling.k8s.io", "kubeflow.org", "scheduling.volcano.sh", "batch.volcano.sh"}
+    assert set(groups) == {
+        "coordination.k8s.io",
+        "scheduling.k8s.io",
+        "kubeflow.org",
+        "scheduling.volcano.sh",
+        "batch.volcano.sh",
+    }
     assert groups["scheduling.volcano.sh"].preferred_version.group_version == "scheduling.volcano.sh/v1beta1"
 
 

@@ -5,8 +5,11 @@ from __future__ import annotations
 import functools
 import json
 import os
+import ssl
 import sys
 import time
+import urllib.error
+import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -130,11 +133,12 @@ def make_job(custom: k8s.CustomObjectsApi, namespace: str, name: str, workers: i
         template = {"spec": {"containers": [{"name": "pytorch", "image": "ghcr.io/acme/train:1"}]}}
         return {"replicas": count, "restartPolicy": "Never", "template": template}
 
+    specs = {"Master": replica(1), **({"Worker": replica(workers)} if workers else {})}
     body = {
         "apiVersion": "kubeflow.org/v1",
         "kind": "PyTorchJob",
         "metadata": {"name": name},
-        "spec": {"pytorchReplicaSpecs": {"Master": replica(1), "Worker": replica(workers)}},
+        "spec": {"pytorchReplicaSpecs": specs},
     }
     return cast(
         Json, custom.create_namespaced_custom_object("kubeflow.org", "v1", namespace, "pytorchjobs", body)
@@ -174,6 +178,36 @@ def test_kubelet_registers_a_ready_node_with_its_capacity(
     ready = next(c for c in found.status.conditions if c.type == "Ready")
     assert (ready.status, ready.reason) == ("True", "KubeletReady")
     assert ready.last_heartbeat_time is not None
+
+
+def test_each_node_advertises_its_own_reachable_kubelet_api_and_renews_its_lease(
+    start_nodes: StartNodes, api_client: k8s.ApiClient, core: k8s.CoreV1Api
+) -> None:
+    _, nodes = start_nodes(2)
+
+    found = [core.read_node(node) for node in nodes]
+
+    # Only an InternalIP: kube-apiserver would try a Hostname first, and no sim node name resolves.
+    assert [[(a.type, a.address) for a in n.status.addresses] for n in found] == [
+        [("InternalIP", "127.0.0.1")]
+    ] * 2
+    ports = [n.status.daemon_endpoints.kubelet_endpoint.port for n in found]
+    assert len(set(ports)) == 2
+    for port in ports:  # HTTPS (self-signed), answering as a kubelet does
+        with pytest.raises(urllib.error.HTTPError) as caught:
+            urllib.request.urlopen(
+                f"https://127.0.0.1:{port}/containerLogs/default/nobody/main",
+                context=ssl._create_unverified_context(),  # no CA to check, like kube-apiserver
+                timeout=5,
+            )
+        assert (caught.value.code, caught.value.read()) == (404, b'pod "nobody" does not exist\n')
+    for node, owner in zip(nodes, found, strict=True):
+        lease = k8s.CoordinationV1Api(api_client).read_namespaced_lease(node, "kube-node-lease")
+        assert (lease.spec.holder_identity, lease.spec.lease_duration_seconds) == (node, 40)
+        assert lease.spec.renew_time is not None
+        assert [(r.kind, r.name, r.uid) for r in lease.metadata.owner_references] == [
+            ("Node", node, owner.metadata.uid)
+        ]
 
 
 # --- script runtime -----------------------------------------------------------------------------
@@ -222,13 +256,15 @@ def test_exit_code_annotation_fails_the_pod_with_an_error(
 
 
 def test_fail_attempts_count_across_recreated_pods(
-    start_nodes: StartNodes, core: k8s.CoreV1Api, namespace: str
+    start_nodes: StartNodes, core: k8s.CoreV1Api, custom: k8s.CustomObjectsApi, namespace: str
 ) -> None:
     _, (node,) = start_nodes()
+    # Runs count from the job's creation (a bare pod's own would restart the count each time).
+    job = make_job(custom, namespace, "flaky", workers=0)
     notes = {"sim.airflow-gang.io/duration": "0", "sim.airflow-gang.io/fail-attempts": "2"}
     outcomes = []
     for _ in range(3):
-        core.create_namespaced_pod(namespace, make_pod("flaky", node, annotations=notes))
+        core.create_namespaced_pod(namespace, make_pod("flaky", node, annotations=notes, job=job))
         eventually(lambda: phase(core, namespace, "flaky") in ("Succeeded", "Failed"))
         outcomes.append(main_state(pod_json(core, namespace, "flaky"))["state"]["terminated"]["exitCode"])
         core.delete_namespaced_pod("flaky", namespace)
@@ -251,6 +287,11 @@ def test_on_failure_restarts_the_container_in_place_until_it_succeeds(
     status = main_state(pod_json(core, namespace, "retry"))
     assert status["restartCount"] == 1
     assert status["state"]["terminated"]["exitCode"] == 0
+    # Each run has its own log, as each container instance has on a real node.
+    assert pod_log(core, "retry", namespace).splitlines()[-1] == "training complete"
+    previous = pod_log(core, "retry", namespace, previous=True)
+    assert previous.splitlines()[-1] == "RuntimeError: simulated failure (exit code 1)"
+    assert "training complete" not in previous
 
 
 def test_malformed_annotation_is_a_container_config_error(
@@ -438,6 +479,25 @@ def alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+def test_a_deleted_pod_stays_until_its_kubelet_confirms_and_its_log_stream_ends(
+    start_nodes: StartNodes, core: k8s.CoreV1Api, namespace: str
+) -> None:
+    _, (node,) = start_nodes()
+    core.create_namespaced_pod(
+        namespace, make_pod("doomed", node, annotations={"sim.airflow-gang.io/duration": "60"})
+    )
+    eventually(lambda: "starting training" in pod_log(core, "doomed", namespace))
+    stream = core.read_namespaced_pod_log("doomed", namespace, follow=True, _preload_content=False)
+
+    marked = core.delete_namespaced_pod("doomed", namespace, grace_period_seconds=30)
+
+    # The API server keeps it, marked; the kubelet stops the container, then deletes with grace 0.
+    assert marked.metadata.deletion_timestamp is not None
+    assert marked.metadata.deletion_grace_period_seconds == 30
+    eventually(lambda: gone(core, namespace, "doomed"), timeout=10)
+    assert b"starting training" in b"".join(stream.stream(1024))  # the stream ended with the pod
 
 
 def test_deleting_a_running_process_pod_kills_the_process(
