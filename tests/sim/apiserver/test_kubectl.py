@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -15,68 +14,7 @@ from kubernetes import client as k8s
 
 from airflow_gang.sim.apiserver.server import ApiServerHandle
 from tests.sim.apiserver.helpers import pod_manifest, pytorchjob_manifest
-
-CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "airflow-gang" / "kubectl-1.20"
-EXTRACTED = CACHE / "usr" / "bin" / "kubectl"
-
-
-def _version(binary: str) -> str:
-    try:
-        out = subprocess.run(
-            [binary, "version", "--client", "-o", "json"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=True,
-        ).stdout
-        return str(json.loads(out)["clientVersion"]["gitVersion"])
-    except (OSError, subprocess.SubprocessError, ValueError, KeyError):
-        return ""
-
-
-def _debian_kubectl() -> str | None:
-    """Debian's ``kubernetes-client`` (kubectl 1.20), unpacked into a private cache directory.
-
-    Unpacking with ``dpkg-deb -x`` instead of ``apt-get install`` avoids clashing with another
-    package that owns /usr/bin/kubectl, and leaves the system untouched.
-    """
-    if EXTRACTED.exists():
-        return str(EXTRACTED)
-    if not (shutil.which("apt-get") and shutil.which("dpkg-deb")) or os.geteuid() != 0:
-        return None
-    CACHE.mkdir(parents=True, exist_ok=True)
-    cached = sorted(Path("/var/cache/apt/archives").glob("kubernetes-client_*.deb"))
-    for refresh in (False, True):
-        if cached:
-            break
-        if refresh:  # a fresh machine has no package lists yet
-            subprocess.run(["apt-get", "update", "-qq"], capture_output=True, timeout=300, check=False)
-        subprocess.run(
-            ["apt-get", "download", "kubernetes-client"],
-            cwd=CACHE,
-            capture_output=True,
-            timeout=300,
-            check=False,
-        )
-        cached = sorted(CACHE.glob("kubernetes-client_*.deb"))
-    if not cached:
-        return None
-    subprocess.run(["dpkg-deb", "-x", str(cached[-1]), str(CACHE)], check=True, timeout=120)
-    return str(EXTRACTED) if EXTRACTED.exists() else None
-
-
-def _kubectls() -> list[tuple[str, str]]:
-    found: dict[str, str] = {}
-    debian = _debian_kubectl()
-    if debian and _version(debian).startswith("v1.20"):
-        found["v1.20"] = debian
-    on_path = shutil.which("kubectl")
-    if on_path:
-        version = _version(on_path)
-        if version and not version.startswith("v1.20"):
-            found[version] = on_path
-    return sorted(found.items())
-
+from tests.sim.kubectl_binaries import find_kubectls
 
 Kubectl = Callable[..., str]
 
@@ -85,7 +23,7 @@ Kubectl = Callable[..., str]
 def kubectl(
     request: pytest.FixtureRequest, apiserver: ApiServerHandle, tmp_path_factory: pytest.TempPathFactory
 ) -> Kubectl:
-    available = dict(_kubectls())
+    available = dict(find_kubectls())
     if request.param == "debian-1.20":
         binary = available.get("v1.20")
         if binary is None:
@@ -144,6 +82,20 @@ def test_apply_get_and_delete_a_pytorchjob(
         "delete", "-n", namespace, "-f", str(manifest)
     )
     assert custom.list_namespaced_custom_object("kubeflow.org", "v1", namespace, "pytorchjobs")["items"] == []
+
+
+def test_kubectl_scale_sets_a_pytorchjobs_worker_count(
+    kubectl: Kubectl, custom: k8s.CustomObjectsApi, namespace: str
+) -> None:
+    custom.create_namespaced_custom_object(
+        "kubeflow.org", "v1", namespace, "pytorchjobs", pytorchjob_manifest("scaled", workers=2)
+    )
+    # Through the scale subresource that discovery lists (autoscaling/v1 Scale).
+    assert "pytorchjob.kubeflow.org/scaled scaled" in kubectl(
+        "scale", "pytorchjob", "scaled", "-n", namespace, "--replicas=4"
+    )
+    stored = custom.get_namespaced_custom_object("kubeflow.org", "v1", namespace, "pytorchjobs", "scaled")
+    assert stored["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == 4
 
 
 def test_list_pods(kubectl: Kubectl, core: k8s.CoreV1Api, namespace: str) -> None:
