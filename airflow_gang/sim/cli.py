@@ -18,11 +18,12 @@ Runnable on its own as ``python -m airflow_gang.sim.cli apiserver ...``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import signal
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from types import FrameType
 from typing import Any
 
@@ -97,8 +98,14 @@ def _add_apiserver(commands: Any) -> None:
     parser.set_defaults(func=run_apiserver)
 
 
-def wait_for_signal() -> None:
-    """Block until SIGINT or SIGTERM."""
+@contextlib.contextmanager
+def stop_signals() -> Iterator[threading.Event]:
+    """SIGINT and SIGTERM set the yielded event while the block runs.
+
+    Installed before anything starts, so a stop requested while the servers are still coming
+    up (a supervisor's SIGTERM right after the first answer) ends the command cleanly instead
+    of killing it midway.
+    """
     stop = threading.Event()
 
     def handler(signum: int, frame: FrameType | None) -> None:
@@ -106,40 +113,45 @@ def wait_for_signal() -> None:
 
     previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        while not stop.wait(1.0):
-            pass
+        yield stop
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)
 
 
+def wait_until(stop: threading.Event) -> None:
+    while not stop.wait(1.0):
+        pass
+
+
 def run_apiserver(args: argparse.Namespace) -> int:
     from airflow_gang.sim.apiserver.server import start_apiserver
 
-    handle = start_apiserver(
-        port=args.port,
-        kubeconfig_path=args.kubeconfig,
-        token=args.token,
-        host=args.host,
-        auth=not args.no_auth,
-        tls=not args.no_tls,
-        tls_hosts=args.tls_san,
-        crd_paths=args.crd,
-        event_window=args.event_window,
-        faults=args.faults,
-        sim_endpoints=not args.no_sim_endpoints,
-    )
-    print(f"API server listening on {handle.url}", flush=True)
-    if args.no_sim_endpoints:
-        print("simulator-only endpoints (/sim/v1/...) are off", flush=True)
-    print(f"kubeconfig: {handle.kubeconfig_path}", flush=True)
-    print(f"use it with: export KUBECONFIG={handle.kubeconfig_path}", flush=True)
-    if args.faults is not None:
-        print(f"fault injection: {json.dumps(args.faults.to_json())}", flush=True)
-    try:
-        wait_for_signal()
-    finally:
-        handle.stop()
+    with stop_signals() as stop:
+        handle = start_apiserver(
+            port=args.port,
+            kubeconfig_path=args.kubeconfig,
+            token=args.token,
+            host=args.host,
+            auth=not args.no_auth,
+            tls=not args.no_tls,
+            tls_hosts=args.tls_san,
+            crd_paths=args.crd,
+            event_window=args.event_window,
+            faults=args.faults,
+            sim_endpoints=not args.no_sim_endpoints,
+        )
+        try:
+            print(f"API server listening on {handle.url}", flush=True)
+            if args.no_sim_endpoints:
+                print("simulator-only endpoints (/sim/v1/...) are off", flush=True)
+            print(f"kubeconfig: {handle.kubeconfig_path}", flush=True)
+            print(f"use it with: export KUBECONFIG={handle.kubeconfig_path}", flush=True)
+            if args.faults is not None:
+                print(f"fault injection: {json.dumps(args.faults.to_json())}", flush=True)
+            wait_until(stop)
+        finally:
+            handle.stop()
     print("API server stopped", flush=True)
     return 0
 

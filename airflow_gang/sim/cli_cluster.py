@@ -10,6 +10,9 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 if TYPE_CHECKING:
+    from threading import Event
+
+    from airflow_gang.sim.cluster import SimCluster
     from airflow_gang.sim.faults import FaultSpec
 
 DEFAULT_KUBECONFIG = "sim.kubeconfig"
@@ -158,7 +161,7 @@ def airflow_connection_env(kubeconfig_path: str) -> str:
 
 
 def run_cluster(args: argparse.Namespace) -> int:
-    from airflow_gang.sim.cli import wait_for_signal
+    from airflow_gang.sim.cli import stop_signals
     from airflow_gang.sim.cluster import SimCluster
 
     kubeconfig = str(Path(args.kubeconfig).resolve())
@@ -171,7 +174,16 @@ def run_cluster(args: argparse.Namespace) -> int:
         faults=args.faults,
         **_topology(args),
     )
-    cluster.start()
+    with stop_signals() as stop:
+        cluster.start()
+        _report_and_serve(args, cluster, kubeconfig, stop)
+    print("simulated cluster stopped", flush=True)
+    return 0
+
+
+def _report_and_serve(args: argparse.Namespace, cluster: SimCluster, kubeconfig: str, stop: Event) -> None:
+    from airflow_gang.sim.cli import wait_until
+
     try:
         names = cluster.topology.node_names()
         print(
@@ -189,11 +201,9 @@ def run_cluster(args: argparse.Namespace) -> int:
             flush=True,
         )
         print("Ctrl-C stops it.", flush=True)
-        wait_for_signal()
+        wait_until(stop)
     finally:
         cluster.stop()
-    print("simulated cluster stopped", flush=True)
-    return 0
 
 
 def add_controllers_command(commands: Any) -> None:
@@ -215,7 +225,7 @@ def add_controllers_command(commands: Any) -> None:
 
 
 def run_controllers(args: argparse.Namespace) -> int:
-    from airflow_gang.sim.cli import wait_for_signal
+    from airflow_gang.sim.cli import stop_signals, wait_until
     from airflow_gang.sim.cluster import Topology, controller_factories, controller_names
     from airflow_gang.sim.controllers.manager import ControllerManager
 
@@ -225,11 +235,12 @@ def run_controllers(args: argparse.Namespace) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
     manager = ControllerManager(args.kubeconfig, factories, context=args.context)
-    manager.start()
-    try:
-        print(f"controllers running against {args.kubeconfig}: {args.only}", flush=True)
-        wait_for_signal()
-    finally:
-        manager.stop()
+    with stop_signals() as stop:
+        manager.start()
+        try:
+            print(f"controllers running against {args.kubeconfig}: {args.only}", flush=True)
+            wait_until(stop)
+        finally:
+            manager.stop()
     print("controllers stopped", flush=True)
     return 0
