@@ -10,8 +10,9 @@ How the pieces fit (each module has one job):
 
 - ``registry.py`` / ``resources.py``: every kind is one :class:`ResourceInfo` row (group,
   version, kind, plural, scope, subresources, schema, field selectors, hooks).
-- ``routes.py`` (+ ``params.py``, ``watch_stream.py``, ``subresources.py``): generic handlers,
-  one per HTTP method, for ``/api/v1/...`` and ``/apis/{group}/{version}/...``, plus discovery.
+- ``routes.py`` (+ ``params.py``, ``watch_stream.py``, ``subresources.py``, ``scale.py``):
+  generic handlers, one per HTTP method, for ``/api/v1/...`` and ``/apis/{group}/{version}/...``,
+  plus discovery; ``kubelet_proxy.py``: ``pods/log`` relayed to the node's kubelet.
 - ``operations.py``: the verbs; ``admission.py``: decode -> mutate -> validate -> webhooks;
   ``gc.py``: deletion, finalizers and ownerReference garbage collection.
 - ``store.py`` / ``watching.py``: one resourceVersion, a bounded event log, per-watcher queues.
@@ -26,18 +27,24 @@ How the pieces fit (each module has one job):
   failures) and the simulator-only ``/sim/v1/faults`` endpoint; watch faults act in
   ``watch_stream.py``. See ``docs/fault-injection.md``.
 
-Pod logs: a real API server proxies them from the kubelet; here whoever runs pods (the
-simulator's kubelet controller, an ordinary API client) appends lines with the
-**simulator-only** ``POST /sim/v1/namespaces/{ns}/pods/{name}/log?container=c`` (body
-``text/plain`` or ``{"lines": [...]}``, same bearer token), and readers use the standard
-``GET /api/v1/namespaces/{ns}/pods/{name}/log`` with ``follow``, ``tailLines``,
-``sinceSeconds``, ``sinceTime``, ``timestamps``, ``limitBytes``, ``container``.
+Pod logs: the server keeps none. ``GET /api/v1/namespaces/{ns}/pods/{name}/log`` (``container``,
+``follow``, ``previous``, ``tailLines``, ``sinceSeconds``, ``sinceTime``, ``timestamps``,
+``limitBytes``) is checked here and relayed, as kube-apiserver relays it, to
+``https://<node address>:<kubeletEndpoint port>/containerLogs/...`` of the pod's node, where the
+simulator's kubelets keep their containers' output. So the simulator's kubelets work the same
+against this server and a real one.
+
+Simulator-only endpoints (``/sim/v1/metrics``, ``/sim/v1/faults``) can be turned off
+(``start_apiserver(sim_endpoints=False)``, ``airflow-gang sim apiserver --no-sim-endpoints``):
+they then answer a plain-text 404 like any path kube-apiserver does not know. No controller
+needs them.
 
 Known, deliberate differences from kube-apiserver: JSON only (no protobuf, no server-side
 apply, no ``/openapi/v3``; ``/openapi/v2`` serves an empty document so kubectl skips
 client-side validation); one served version per group; no RBAC (one token, full access);
-CEL rules in CRD schemas are not evaluated; the ``scale`` subresource is not served; garbage
-collection runs inside the deleting request instead of shortly after it; the PyTorchJob
-defaults (replica key case, ``pytorchjob-port``) are persisted, where the real operator
-applies them in memory.
+CEL rules in CRD schemas are not evaluated; garbage collection runs inside the deleting request
+instead of shortly after it; the PyTorchJob defaults (replica key case, ``pytorchjob-port``)
+are persisted, where the real operator applies them in memory; the kubelets' certificates are
+not checked (kube-apiserver's default without ``--kubelet-certificate-authority``) and the
+server presents no client certificate to them.
 """
