@@ -74,8 +74,9 @@ class Kubelet(NodeAgent):
     :param capacity: the node's capacity and allocatable (``cpu``, ``memory``, ``pods``,
         ``nvidia.com/gpu``; missing ones default to 8, 32Gi, 110 and 0).
     :param runtime: ``script`` (annotations decide) or ``process`` (run the container's command).
-    :param register_node: create/adopt the Node and post heartbeats; False when someone else
-        owns the Node object (pods still run, and `set_ready` still fails them).
+    :param register_node: create/adopt the Node, post heartbeats and renew its Lease; False
+        when someone else owns the Node object (pods still run, and `set_ready` still fails
+        them; the logs are served on ``kubelet_port``, which that owner must then advertise).
     :param workdir: the process runtime's working directory (default: a private temp dir).
     :param restart_backoff: first CrashLoopBackOff delay in seconds (doubles, up to 30 times it).
     :param stop_grace: SIGTERM → SIGKILL delay when the kubelet stops or a node fails.

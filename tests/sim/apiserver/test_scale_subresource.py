@@ -41,7 +41,9 @@ def test_discovery_lists_the_scale_subresource_as_kube_apiserver_does(api_client
 
 @pytest.mark.skipif(not UPSTREAM_CRD.exists(), reason="upstream CRDs not present")
 def test_the_built_in_scale_paths_are_the_upstream_crds() -> None:
-    (loaded,) = crd_resources([yaml.safe_load(UPSTREAM_CRD.read_text())], builtin_registry())
+    (loaded,) = crd_resources(
+        [yaml.load(UPSTREAM_CRD.read_text(), Loader=yaml.CSafeLoader)], builtin_registry()
+    )
     assert loaded.scale == PYTORCHJOBS.scale
     assert loaded.subresources == PYTORCHJOBS.subresources == {"status", "scale"}
 
