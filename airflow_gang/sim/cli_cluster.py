@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import json
 import sys
 from pathlib import Path
@@ -49,6 +50,14 @@ def parse_advertise_url(text: str) -> str:
     if parts.scheme != "https" or not parts.hostname or parts.path not in ("", "/") or not port_ok:
         raise argparse.ArgumentTypeError(f"--advertise-url {text!r}: expected https://HOST[:PORT]")
     return text.rstrip("/")
+
+
+def parse_ip_address(text: str) -> str:
+    """``--node-address``: a Node's InternalIP must be an IP address, not a name."""
+    try:
+        return str(ipaddress.ip_address(text))
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(f"--node-address {text!r}: expected an IP address") from error
 
 
 def parse_faults(text: str) -> FaultSpec:
@@ -108,6 +117,7 @@ def _add_topology(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--node-address",
         default="127.0.0.1",
+        type=parse_ip_address,
         metavar="IP",
         help="address each simulated node's kubelet API (container logs) listens on and advertises as "
         "its InternalIP; the API server must reach it (default: 127.0.0.1, an API server on this machine)",
