@@ -3,14 +3,14 @@
 Each round it reads PyTorchJobs, pods, services (and, with ``gang_scheduler_name="volcano"``,
 PodGroups and PriorityClasses) from the shared cache, asks `plan_job` what every job needs, and
 applies the answers through the API in a fixed order of steps: PodGroups, deletions, pod
-creations interleaved across jobs (`interleave`), services, PodGroup/job removals, then status
-through the ``/status`` subresource, only when it changed. Within a step the writes go out
-together (`concurrency.in_parallel`, in the step's order), as the real operator's workers send
-them for many jobs at once. Writes are idempotent: ``AlreadyExists`` on
-create and ``NotFound`` on delete mean done, a ``Conflict`` on status waits for the next round,
-and a rejected create (say the PodGroup webhook refusing a closed queue) is logged and retried
-later, as the real operator does. Deadlines and TTLs are re-checked by the period and a timer,
-against the injected clock.
+creations interleaved across jobs (`rounds`: every job's first pod, then every job's second
+...), services, PodGroup/job removals, then status through the ``/status`` subresource, only
+when it changed. Within a step (a round of pods) the writes go out together
+(`concurrency.in_parallel`), as the real operator's workers send them for many jobs at once.
+Writes are idempotent: ``AlreadyExists`` on create and ``NotFound`` on delete mean done, a
+``Conflict`` on status waits for the next round, and a rejected create (say the PodGroup
+webhook refusing a closed queue) is logged and retried later, as the real operator does.
+Deadlines and TTLs are re-checked by the period and a timer, against the injected clock.
 
 Jobs submitted (or resumed from suspension) together get their pods together: a job that has no
 pods yet waits until no other new job has shown up for ``batch_window`` seconds (at most
@@ -52,7 +52,7 @@ from airflow_gang.sim.controllers.kinds import (
 )
 from airflow_gang.sim.controllers.pytorchjob_resources import VOLCANO
 from airflow_gang.sim.controllers.runner import Controller
-from airflow_gang.sim.controllers.training_plan import JobPlan, PlanInputs, interleave, plan_job
+from airflow_gang.sim.controllers.training_plan import JobPlan, PlanInputs, plan_job, rounds
 
 log = logging.getLogger(__name__)
 
@@ -210,9 +210,8 @@ class TrainingOperator(Controller):
 
         await in_parallel(self._sync_podgroup(job, plan) for job, plan in plans)
         await in_parallel(self._delete_children(job, plan) for job, plan in plans)
-        await in_parallel(
-            self._create(PODS, pod) for pod in interleave([plan.create_pods for _, plan in plans])
-        )
+        for row in rounds([plan.create_pods for _, plan in plans]):
+            await in_parallel(self._create(PODS, pod) for pod in row)
         await in_parallel(self._create(SERVICES, svc) for _, plan in plans for svc in plan.create_services)
         await in_parallel(self._finish(job, plan) for job, plan in plans)
         for job, plan in plans:

@@ -317,14 +317,20 @@ def _sync_replicas(r: _Round) -> None:
     update_conditions(r.status, r.job, specs, counts=counts, permanent=permanent, now=r.now)
 
 
-def interleave(queues: Sequence[Sequence[T]]) -> list[T]:
-    """Round-robin over the queues: the first item of each, then the second of each, ...
+def rounds(queues: Sequence[Sequence[T]]) -> list[list[T]]:
+    """The first item of each queue, then the second of each, ...: one list per round.
 
     The operator's parallel workers create the pods of jobs submitted together side by side, so
-    a first-come first-fit scheduler sees masters of every job before any job's second pod;
-    doing it in this fixed order makes the partial-placement deadlock deterministic.
+    a first-come first-fit scheduler sees the masters of every job before any job's second pod.
+    Rounds go out one after another (inside a round, in parallel), which keeps the partial-
+    placement deadlock deterministic without sending one pod at a time.
     """
-    merged: list[T] = []
-    for row in range(max((len(queue) for queue in queues), default=0)):
-        merged.extend(queue[row] for queue in queues if row < len(queue))
-    return merged
+    return [
+        [queue[row] for queue in queues if row < len(queue)]
+        for row in range(max((len(queue) for queue in queues), default=0))
+    ]
+
+
+def interleave(queues: Sequence[Sequence[T]]) -> list[T]:
+    """`rounds`, flattened: round-robin over the queues."""
+    return [item for row in rounds(queues) for item in row]
