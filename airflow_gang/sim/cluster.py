@@ -213,10 +213,11 @@ class SimCluster:
             auth=self._auth,
             tls_hosts=self._tls_sans,
             advertise_url=self._advertise_url,
+            controllers_loopback=True,
         )
         try:
             self.controllers = ControllerManager(
-                self.apiserver.local_kubeconfig_path, controller_factories(self.topology)
+                self.apiserver.controllers_kubeconfig_path, controller_factories(self.topology)
             )
             self.controllers.start(timeout)
             self._wait_ready(timeout)

@@ -151,3 +151,30 @@ class Listener:
                 server.should_exit = True
                 raise RuntimeError(f"API server did not start on {self.host}:{self.port}")
             time.sleep(0.01)
+
+
+class Listeners:
+    """Several listeners serving one app, down and up together (an outage is the whole server's)."""
+
+    def __init__(self, listeners: list[Listener]) -> None:
+        self.listeners = listeners
+
+    @property
+    def serving(self) -> bool:
+        return any(listener.serving for listener in self.listeners)
+
+    @property
+    def stopped(self) -> bool:
+        return all(listener.stopped for listener in self.listeners)
+
+    def interrupt(self, timeout: float = 10.0) -> None:
+        for listener in self.listeners:
+            listener.interrupt(timeout)
+
+    def resume(self, startup_timeout: float = 15.0) -> None:
+        for listener in self.listeners:
+            listener.resume(startup_timeout)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        for listener in self.listeners:
+            listener.stop(timeout)

@@ -30,7 +30,7 @@ import yaml
 
 from airflow_gang.sim.apiserver.app import build_app
 from airflow_gang.sim.apiserver.crd_loader import load_crds
-from airflow_gang.sim.apiserver.listener import Listener
+from airflow_gang.sim.apiserver.listener import Listener, Listeners
 from airflow_gang.sim.apiserver.resources import builtin_registry
 from airflow_gang.sim.apiserver.state import ServerConfig, ServerState
 from airflow_gang.sim.certs import make_serving_certificate
@@ -82,7 +82,7 @@ class ApiServerHandle:
 
     def __init__(
         self,
-        listener: Listener,
+        listener: Listener | Listeners,
         *,
         state: ServerState,
         url: str,
@@ -92,6 +92,7 @@ class ApiServerHandle:
         ca_pem: bytes | None,
         advertise_url: str | None = None,
         local_kubeconfig_path: str | None = None,
+        controllers_kubeconfig_path: str | None = None,
     ):
         self.listener = listener
         self.state = state
@@ -105,6 +106,8 @@ class ApiServerHandle:
         # A kubeconfig reaching the server from this machine (the written one may name a host,
         # such as a compose service, that only other machines resolve).
         self.local_kubeconfig_path = local_kubeconfig_path or kubeconfig_path
+        # What the embedded controllers use: the plain loopback listener when there is one.
+        self.controllers_kubeconfig_path = controllers_kubeconfig_path or self.local_kubeconfig_path
 
     @property
     def running(self) -> bool:
@@ -157,6 +160,7 @@ def start_apiserver(
     advertise_url: str | None = None,
     faults: FaultSpec | Mapping[str, Any] | str | Path | None = None,
     sim_endpoints: bool = True,
+    controllers_loopback: bool = False,
 ) -> ApiServerHandle:
     """Start an API server on a background thread and write its kubeconfig.
 
@@ -180,6 +184,11 @@ def start_apiserver(
         at a second kubeconfig with the address reachable from this machine.
     :param faults: a fault spec to apply once the server is up (see ``airflow_gang.sim.faults``):
         a `FaultSpec`, a mapping, a YAML/JSON file path or inline JSON.
+    :param controllers_loopback: also serve plain HTTP on a second, loopback-only port for
+        controllers running on this machine (the handle's ``controllers_kubeconfig_path``), as
+        kube-apiserver's localhost port once served the control plane beside it: the token is
+        still required, only TLS is skipped. TLS on the loopback cost a fifth of the embedded
+        cluster's CPU under load. An outage takes both listeners down.
     :param sim_endpoints: serve the simulator-only ``/sim/v1/...`` endpoints (request metrics,
         the fault spec over HTTP). False makes the server look like a bare kube-apiserver: those
         paths answer 404 ``404 page not found`` (plain text), so a client that still needs them
@@ -215,32 +224,27 @@ def start_apiserver(
     ssl_files: dict[str, Any] = {}
     ca_pem = None
     if tls:
-        names = ["127.0.0.1", "::1", "localhost", host, *tls_hosts]
-        if advertised_host:
-            names.append(advertised_host)
-        if host in ("0.0.0.0", "::"):
-            names.append(socket.gethostname())
-        certificate = make_serving_certificate(names)
-        certfile, keyfile = certificate.write(Path(temp_dir.name))
-        ssl_files = {"ssl_certfile": certfile, "ssl_keyfile": keyfile}
-        ca_pem = certificate.ca_pem
+        ssl_files, ca_pem = _serving_tls(Path(temp_dir.name), host, [*tls_hosts], advertised_host)
     try:
-        listener.start(
-            app,
-            startup_timeout=startup_timeout,
-            log_level="warning",
-            access_log=False,
-            lifespan="off",
-            timeout_graceful_shutdown=1,
-            backlog=4096,
-            timeout_keep_alive=30,
-            **ssl_files,
-        )
+        listener.start(app, startup_timeout=startup_timeout, **_uvicorn_options(), **ssl_files)
     except BaseException:
         listener.stop()
         temp_dir.cleanup()
         raise
-    state.faults.attach_listener(listener)
+    served: Listener | Listeners = listener
+    controllers_kubeconfig = None
+    if controllers_loopback:
+        try:
+            loopback = _serve_loopback(app, startup_timeout)
+        except BaseException:
+            listener.stop()
+            temp_dir.cleanup()
+            raise
+        served = Listeners([listener, loopback])
+        controllers_kubeconfig = write_kubeconfig(
+            Path(temp_dir.name) / "controllers-kubeconfig", f"http://127.0.0.1:{loopback.port}", token
+        )
+    state.faults.attach_listener(served)
     if kubeconfig_path is None:
         kubeconfig_path = Path(temp_dir.name) / "kubeconfig"
     written = write_kubeconfig(kubeconfig_path, advertise_url or url, token, ca_pem)
@@ -250,7 +254,7 @@ def start_apiserver(
             Path(temp_dir.name) / "local-kubeconfig", _local_url(url, host, bound_port, tls), token, ca_pem
         )
     handle = ApiServerHandle(
-        listener,
+        served,
         state=state,
         url=url,
         token=token,
@@ -259,10 +263,47 @@ def start_apiserver(
         ca_pem=ca_pem,
         advertise_url=advertise_url,
         local_kubeconfig_path=local_kubeconfig,
+        controllers_kubeconfig_path=controllers_kubeconfig,
     )
     if fault_spec is not None:
         state.faults.apply(fault_spec)
     return handle
+
+
+def _serving_tls(
+    directory: Path, host: str, tls_hosts: list[str], advertised_host: str | None
+) -> tuple[dict[str, Any], bytes]:
+    """uvicorn's certificate options and the CA that signed them, for every name of this server."""
+    names = ["127.0.0.1", "::1", "localhost", host, *tls_hosts]
+    if advertised_host:
+        names.append(advertised_host)
+    if host in ("0.0.0.0", "::"):
+        names.append(socket.gethostname())
+    certificate = make_serving_certificate(names)
+    certfile, keyfile = certificate.write(directory)
+    return {"ssl_certfile": certfile, "ssl_keyfile": keyfile}, certificate.ca_pem
+
+
+def _serve_loopback(app: Any, startup_timeout: float) -> Listener:
+    """The plain-HTTP, loopback-only listener of ``controllers_loopback``."""
+    loopback = Listener("127.0.0.1", 0)
+    try:
+        loopback.start(app, startup_timeout=startup_timeout, **_uvicorn_options())
+    except BaseException:
+        loopback.stop()
+        raise
+    return loopback
+
+
+def _uvicorn_options() -> dict[str, Any]:
+    return {
+        "log_level": "warning",
+        "access_log": False,
+        "lifespan": "off",
+        "timeout_graceful_shutdown": 1,
+        "backlog": 4096,
+        "timeout_keep_alive": 30,
+    }
 
 
 def _advertised_host(advertise_url: str, tls: bool) -> str:
