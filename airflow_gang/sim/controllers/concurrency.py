@@ -26,7 +26,13 @@ async def in_parallel(writes: Iterable[Coroutine[Any, Any, Any]], limit: int = W
         finally:
             write.close()  # a no-op once awaited; silences a write cancelled before it started
 
-    outcomes = await asyncio.gather(*(gated(write) for write in writes), return_exceptions=True)
+    pending = list(writes)
+    try:
+        outcomes = await asyncio.gather(*(gated(write) for write in pending), return_exceptions=True)
+    except BaseException:  # cancelled: writes whose turn never came were never started
+        for write in pending:
+            write.close()
+        raise
     for outcome in outcomes:
         if isinstance(outcome, BaseException):
             raise outcome

@@ -17,6 +17,7 @@ import asyncio
 import datetime as dt
 import logging
 import uuid
+from collections import Counter
 from collections.abc import Callable
 from decimal import Decimal
 from typing import Any, ClassVar
@@ -27,10 +28,19 @@ from airflow_gang.sim.controllers.client import ApiError, JsonDict, KubeClient
 from airflow_gang.sim.controllers.clock import rfc3339, utc_now
 from airflow_gang.sim.controllers.concurrency import in_parallel
 from airflow_gang.sim.controllers.event_recorder import EventRecorder, Involved
-from airflow_gang.sim.controllers.informer import Cache
-from airflow_gang.sim.controllers.kinds import NODES, PODGROUPS, PODS, PRIORITY_CLASSES, QUEUES, Kind
+from airflow_gang.sim.controllers.informer import Cache, deep_get
+from airflow_gang.sim.controllers.kinds import (
+    NODES,
+    PODGROUPS,
+    PODS,
+    PRIORITY_CLASSES,
+    QUEUES,
+    Kind,
+    object_key,
+)
 from airflow_gang.sim.controllers.runner import Controller
 from airflow_gang.sim.controllers.volcano_session import (
+    GROUP_ANNOTATION,
     GroupEvent,
     PodEvent,
     SessionConfig,
@@ -41,6 +51,8 @@ from airflow_gang.sim.controllers.volcano_session import (
 log = logging.getLogger(__name__)
 
 COMPONENT = "volcano"
+GROUP_INDEX = "volcano/group"
+FINISHED = ("Succeeded", "Failed")
 DEFAULT_QUEUES: dict[str, JsonDict] = {
     "root": {"reclaimable": False, "weight": 1},
     "default": {"reclaimable": True, "weight": 1, "parent": "root"},
@@ -70,6 +82,7 @@ class Volcano(Controller):
         self.clock = clock
         self.sessions = 0
         self.events = EventRecorder(client, COMPONENT, clock)
+        cache[PODS].add_index(GROUP_INDEX, _group_of)
         self._queues_ready = False
 
     async def run(self) -> None:
@@ -115,17 +128,44 @@ class Volcano(Controller):
                 if error.status != 409:
                     raise
 
+    def _settled(self) -> tuple[list[JsonDict], list[JsonDict], Counter[str]]:
+        """The PodGroups and pods a session must look at, and the settled groups per queue.
+
+        A Completed group whose pods have all finished can change no more (its pods hold
+        nothing, its status stays): leaving it and its pods out keeps a session's cost
+        proportional to the live work, not to every job the cluster ever ran.
+        """
+        pods = self.cache[PODS]
+        live_groups: list[JsonDict] = []
+        settled_pods: set[tuple[str, str]] = set()
+        settled_per_queue: Counter[str] = Counter()
+        for podgroup in self.cache.items(PODGROUPS):
+            if deep_get(podgroup, "status", "phase") == "Completed":
+                namespace, name = object_key(podgroup)
+                members = pods.indexed(GROUP_INDEX, f"{namespace}/{name}")
+                if all(deep_get(pod, "status", "phase") in FINISHED for pod in members):
+                    settled_pods.update(object_key(pod) for pod in members)
+                    settled_per_queue[deep_get(podgroup, "spec", "queue") or "default"] += 1
+                    continue
+            live_groups.append(podgroup)
+        live_pods = [pod for key, pod in pods.objects.items() if key not in settled_pods]
+        return live_groups, live_pods, settled_per_queue
+
     async def reconcile(self) -> None:
         self.sessions += 1
         now = self.clock()
+        podgroups, pods, settled = self._settled()
         snapshot = Snapshot(
             nodes=self.cache.items(NODES),
-            pods=self.cache.items(PODS),
-            podgroups=self.cache.items(PODGROUPS),
+            pods=pods,
+            podgroups=podgroups,
             queues=self.cache.items(QUEUES),
             priority_classes=self.cache.items(PRIORITY_CLASSES),
         )
         result = run_session(snapshot, self.config)
+        for queue, count in settled.items():
+            if queue in result.queue_status:
+                result.queue_status[queue]["completed"] += count
         await in_parallel(self._bind(namespace, pod, node) for namespace, pod, node in result.bindings)
         transition = str(uuid.uuid4())
         await in_parallel(
@@ -245,3 +285,8 @@ class Volcano(Controller):
         pod = self.cache.get(PODS, *event.pod)
         if pod is not None:
             self.events.record(Involved.of(pod), event.type, event.reason, event.message)
+
+
+def _group_of(pod: JsonDict) -> list[str]:
+    group = deep_get(pod, "metadata", "annotations", GROUP_ANNOTATION)
+    return [f"{object_key(pod)[0]}/{group}"] if group else []
