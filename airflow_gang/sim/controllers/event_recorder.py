@@ -64,14 +64,21 @@ class EventRecorder:
         self._workers: list[asyncio.Task[None]] = []
         self._recorded: set[tuple[str, str, str, str]] = set()
 
-    def record(self, involved: Involved, type_: str, reason: str, message: str) -> None:
-        """Queue an Event (``type_`` Normal or Warning) unless this very one was recorded before."""
-        identity = (involved.uid or f"{involved.namespace}/{involved.name}", type_, reason, message)
+    def record(self, obj: JsonDict, type_: str, reason: str, message: str) -> None:
+        """Queue an Event about ``obj`` (``type_`` Normal or Warning) unless this one was recorded.
+
+        The repeat check comes first and costs a tuple: a scheduler offers the same events for
+        every waiting gang in every session.
+        """
+        metadata = obj.get("metadata") or {}
+        key = metadata.get("uid") or f"{metadata.get('namespace')}/{metadata.get('name')}"
+        identity = (str(key), type_, reason, message)
         if identity in self._recorded:
             return
         if len(self._recorded) >= _FORGET_AFTER:
             self._recorded.clear()
         self._recorded.add(identity)
+        involved = Involved.of(obj)
         if self._queue is None:
             self._queue = asyncio.Queue()
             self._workers = [asyncio.create_task(self._write_forever()) for _ in range(WORKERS)]

@@ -17,7 +17,7 @@ from typing import ClassVar
 from airflow_gang.sim.controllers import capacity
 from airflow_gang.sim.controllers.client import ApiError, JsonDict, KubeClient
 from airflow_gang.sim.controllers.clock import rfc3339, utc_now
-from airflow_gang.sim.controllers.event_recorder import EventRecorder, Involved
+from airflow_gang.sim.controllers.event_recorder import EventRecorder
 from airflow_gang.sim.controllers.informer import Cache
 from airflow_gang.sim.controllers.kinds import NODES, PODS, PRIORITY_CLASSES, Kind
 from airflow_gang.sim.controllers.runner import Controller
@@ -109,7 +109,7 @@ class KubeScheduler(Controller):
             bound = {**pod, "spec": {**pod["spec"], "nodeName": node}}
             self.cache[PODS].observe(bound)
             self.events.record(
-                Involved.of(pod), "Normal", "Scheduled", f"Successfully assigned {namespace}/{name} to {node}"
+                pod, "Normal", "Scheduled", f"Successfully assigned {namespace}/{name} to {node}"
             )
             log.debug("kube-scheduler: bound %s/%s to %s", namespace, name, node)
 
@@ -138,4 +138,4 @@ class KubeScheduler(Controller):
         except ApiError as error:
             log.debug("kube-scheduler: could not mark %s/%s unschedulable: %s", namespace, name, error)
             return
-        self.events.record(Involved.of(pod), "Warning", "FailedScheduling", message)
+        self.events.record(pod, "Warning", "FailedScheduling", message)

@@ -27,7 +27,7 @@ import aiohttp
 from airflow_gang.sim.controllers.client import ApiError, JsonDict, KubeClient
 from airflow_gang.sim.controllers.clock import rfc3339, utc_now
 from airflow_gang.sim.controllers.concurrency import in_parallel
-from airflow_gang.sim.controllers.event_recorder import EventRecorder, Involved
+from airflow_gang.sim.controllers.event_recorder import EventRecorder
 from airflow_gang.sim.controllers.informer import Cache, deep_get
 from airflow_gang.sim.controllers.kinds import (
     NODES,
@@ -193,7 +193,7 @@ class Volcano(Controller):
         cached = self.cache.get(PODS, namespace, pod)
         if cached is not None:
             message = f"Successfully assigned {namespace}/{pod} to {node}"
-            self.events.record(Involved.of(cached), "Normal", "Scheduled", message)
+            self.events.record(cached, "Normal", "Scheduled", message)
 
     async def _write_podgroup_status(
         self, key: tuple[str, str], status: JsonDict, transition: str, now: dt.datetime
@@ -279,12 +279,12 @@ class Volcano(Controller):
     def _emit(self, event: GroupEvent) -> None:
         podgroup = self.cache.get(PODGROUPS, *event.podgroup)
         if podgroup is not None:
-            self.events.record(Involved.of(podgroup), event.type, event.reason, event.message)
+            self.events.record(podgroup, event.type, event.reason, event.message)
 
     def _emit_on_pod(self, event: PodEvent) -> None:
         pod = self.cache.get(PODS, *event.pod)
         if pod is not None:
-            self.events.record(Involved.of(pod), event.type, event.reason, event.message)
+            self.events.record(pod, event.type, event.reason, event.message)
 
 
 def _group_of(pod: JsonDict) -> list[str]:
