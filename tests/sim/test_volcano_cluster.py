@@ -438,6 +438,29 @@ def test_the_schedulable_pod_of_an_unbindable_gang_says_where_it_could_go(overco
     assert (scheduled.status, scheduled.reason) == ("False", "Unschedulable")
 
 
+def test_events_show_the_binding_and_why_a_gang_waits_as_kubectl_describe_would(overcommitted: Api) -> None:
+    """DOMAIN §10 wording: Scheduled per bound pod, the binding session's misleading warning on
+    the PodGroup, and FailedScheduling with the gang's fit error on each pod left pending."""
+    api = overcommitted
+    for pod, node in all_bound(api, "big", 4).items():
+        message = f"Successfully assigned {NAMESPACE}/{pod} to {node}"
+        wait_for_event(api, pod, ("Normal", "Scheduled", message))
+    wait_for_event(
+        api,
+        "big",
+        (
+            "Warning",
+            "Unschedulable",
+            "0/4 tasks in gang unschedulable: pod group is ready, 4 Binding, 4 minAvailable",
+        ),
+    )
+    fit_error = NOT_BINDABLE.split(": ", 1)[1]
+    assert fit_error.startswith("pod group is not ready, 2 Pending, 2 minAvailable; Pending: 1 Schedulable")
+    for pod in ("team-b-job-master-0", "team-b-job-worker-0"):
+        seen = wait_for_event(api, pod, ("Warning", "FailedScheduling", fit_error))
+        assert not [e for e in seen if e[1] == "Scheduled"], seen
+
+
 # --------------------------------------------------------------------------------------------
 # Priority within a queue
 # --------------------------------------------------------------------------------------------

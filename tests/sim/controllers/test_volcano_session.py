@@ -278,3 +278,29 @@ def test_a_completed_gang_stays_scheduled_and_reserves_nothing() -> None:
         "the finished gang holds no capacity"
     )
     assert len(result.bindings) == 4
+
+
+def test_the_pods_of_a_waiting_gang_get_failed_scheduling_with_the_fit_error() -> None:
+    result = run_session(seed_snapshot())
+    failed = {
+        e.pod: (e.type, e.reason, e.message) for e in result.pod_events if e.pod[1].startswith("job-1-")
+    }
+    fit_error = "pod group is not ready, 4 Pending, 4 minAvailable; Pending: 4 Unschedulable"
+    assert failed == {
+        ("ml", name): ("Warning", "FailedScheduling", fit_error)
+        for name in ("job-1-master-0", "job-1-worker-0", "job-1-worker-1", "job-1-worker-2")
+    }
+    assert not [e for e in result.pod_events if e.pod[1].startswith("job-0-")], "job-0 is bound"
+
+
+def test_the_binding_session_warns_that_the_ready_gang_is_binding() -> None:
+    result = run_session(seed_snapshot())
+    winner = {(e.type, e.reason, e.message) for e in result.events if e.podgroup == ("ml", "job-0")}
+    assert winner == {
+        ("Normal", "Scheduled", "pod group is ready"),
+        (
+            "Warning",
+            "Unschedulable",
+            "0/4 tasks in gang unschedulable: pod group is ready, 4 Binding, 4 minAvailable",
+        ),
+    }
