@@ -114,6 +114,7 @@ class _Follower:
         await self.loop.run()
 
     def _failed(self, failures: int, error: Exception) -> None:
+        self.cache.follower_failed()
         if failures == 1:
             self.cache.log.warning(
                 "shared watch of %s in %s failed (%s); its triggers poll until it is back",
@@ -201,6 +202,8 @@ class WatchCache:
         self.users = 0
         self._main: asyncio.Task[None] | None = None
         self._healthy = asyncio.Event()
+        # Set from a follower's failure until the cache is healthy again: waiting is moot then.
+        self._failing = asyncio.Event()
         self._linger: asyncio.Task[None] | None = None
 
     # --- lifecycle ---------------------------------------------------------------------------
@@ -231,19 +234,27 @@ class WatchCache:
 
     async def ready(self, timeout: float) -> bool:
         """Wait until the cache is `healthy` (every follower listed and watching); False after
-        ``timeout`` seconds."""
+        ``timeout`` seconds, or as soon as a follower fails: the caller then polls, and so sees
+        (and times) an outage itself instead of waiting it out here."""
+        if self.healthy:
+            return True
+        waits = [asyncio.ensure_future(event.wait()) for event in (self._healthy, self._failing)]
         try:
-            async with asyncio.timeout(timeout):
-                await self._healthy.wait()
-        except TimeoutError:
-            return False
-        return True
+            await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiting in waits:
+                waiting.cancel()
+        return self.healthy
+
+    def follower_failed(self) -> None:
+        self._failing.set()
 
     def followers_changed(self) -> None:
         """A follower started or stopped watching: wake every trigger (their way of looking
         changes: cache or polling)."""
         if self.healthy:
             self._healthy.set()
+            self._failing.clear()
         else:
             self._healthy.clear()
         self.wake_all()

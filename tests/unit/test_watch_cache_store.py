@@ -76,6 +76,26 @@ def test_a_follower_losing_its_watch_makes_the_cache_unhealthy_and_wakes_everyon
     assert asyncio.run(scenario()) == [(True, True), (False, True)]
 
 
+def test_waiting_for_a_cache_that_cannot_list_ends_at_its_first_failure() -> None:
+    """A trigger that starts during an outage must poll (and time the outage) at once, not wait
+    out its sync timeout for a cache that cannot list."""
+
+    async def scenario() -> list[tuple[bool, float]]:
+        shared = cache()
+        loop = asyncio.get_running_loop()
+        loop.call_later(0.05, shared.followers["pytorchjob"]._failed, 1, OSError("refused"))
+        outcomes = []
+        for _ in range(2):  # the second caller finds the episode under way
+            started = loop.time()
+            outcomes.append((await shared.ready(5.0), loop.time() - started))
+        return outcomes
+
+    (first_ready, first_waited), (second_ready, second_waited) = asyncio.run(scenario())
+    assert (first_ready, second_ready) == (False, False)
+    assert 0.04 < first_waited < 1.0
+    assert second_waited < 0.05
+
+
 def test_unsubscribed_triggers_are_forgotten() -> None:
     async def scenario() -> dict[str, Any]:
         shared = cache()
