@@ -57,10 +57,12 @@ def test_the_training_operator_creates_the_podgroup_of_a_submitted_job(
                 task_id="train", image="ghcr.io/acme/train:1", workers=3, resources={"nvidia.com/gpu": 1},
                 gang_scheduling="training-operator", wait_for_completion=False, poll_interval=0.2,
                 admission_timeout=60,
-                pod_template={"metadata": {"annotations": {"sim.airflow-gang.io/duration": "0.3"}}},
+                pod_template={"metadata": {"annotations": {"sim.airflow-gang.io/duration": "60"}}},
             )
         """
     )
+    # Still running when the task returns at admission: a finished job's PodGroup is deleted by
+    # the training-operator, so a short job's could be gone before it is read below.
     custom = k8s.CustomObjectsApi(api)
     assert task_states(dag.test()) == {"train": "success"}
     (job,) = custom.list_namespaced_custom_object(
