@@ -10,7 +10,6 @@ resourceVersion gets 409 Conflict.
 
 from __future__ import annotations
 
-import json
 import random
 from typing import Any
 
@@ -23,7 +22,6 @@ from airflow_gang.sim.apiserver.errors import (
     InternalError,
     NotFound,
     UnprocessablePatch,
-    UnsupportedMediaType,
 )
 from airflow_gang.sim.apiserver.gc import Collector
 from airflow_gang.sim.apiserver.json_copy import json_copy
@@ -181,14 +179,7 @@ class Api:
         accepted = [patching.JSON_PATCH, patching.MERGE_PATCH]
         if not info.custom:
             accepted.append(patching.STRATEGIC_MERGE_PATCH)
-        if content_type not in accepted:
-            raise UnsupportedMediaType(content_type, [*accepted, patching.APPLY_PATCH])
-        try:
-            document = json.loads(raw or b"null")
-        except ValueError as exc:
-            raise BadRequest(f"error decoding patch: {exc}") from exc
-        if content_type != patching.JSON_PATCH and not isinstance(document, dict):
-            raise BadRequest("error decoding patch: patch must be a JSON object")
+        document = patching.decode_patch(content_type, raw, accepted)
         with self.store.lock:
             old = self.get(info, namespace, name)
             try:

@@ -17,8 +17,11 @@ failing operations to 422, as kube-apiserver does).
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+import json
+from collections.abc import Mapping, Sequence
 from typing import Any
+
+from airflow_gang.sim.apiserver.errors import BadRequest, UnsupportedMediaType
 
 JSON_PATCH = "application/json-patch+json"
 MERGE_PATCH = "application/merge-patch+json"
@@ -32,6 +35,20 @@ class PatchError(ValueError):
     def __init__(self, message: str, malformed: bool = False):
         super().__init__(message)
         self.malformed = malformed
+
+
+def decode_patch(content_type: str, raw: bytes, accepted: Sequence[str]) -> Any:
+    """The PATCH body as a document, refused as kube-apiserver refuses it: 415 for a type this
+    resource does not take, 400 for a body that is no JSON (or, for a merge patch, no object)."""
+    if content_type not in accepted:
+        raise UnsupportedMediaType(content_type, [*accepted, APPLY_PATCH])
+    try:
+        document = json.loads(raw or b"null")
+    except ValueError as exc:
+        raise BadRequest(f"error decoding patch: {exc}") from exc
+    if content_type != JSON_PATCH and not isinstance(document, dict):
+        raise BadRequest("error decoding patch: patch must be a JSON object")
+    return document
 
 
 def merge_patch(target: Any, patch: Any) -> Any:

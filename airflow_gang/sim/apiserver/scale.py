@@ -26,7 +26,6 @@ from airflow_gang.sim.apiserver.errors import (
     InternalError,
     Invalid,
     UnprocessablePatch,
-    UnsupportedMediaType,
     invalid,
 )
 from airflow_gang.sim.apiserver.operations import Api
@@ -115,14 +114,7 @@ class ScaleEndpoint:
 
     def patch(self, content_type: str, raw: bytes, *, dry_run: bool = False) -> JsonDict:
         """``PATCH``: the patch applies to the current Scale."""
-        if content_type not in _PATCH_TYPES:
-            raise UnsupportedMediaType(content_type, [*_PATCH_TYPES, patching.APPLY_PATCH])
-        try:
-            document = json.loads(raw or b"null")
-        except ValueError as exc:
-            raise BadRequest(f"error decoding patch: {exc}") from exc
-        if content_type != patching.JSON_PATCH and not isinstance(document, dict):
-            raise BadRequest("error decoding patch: patch must be a JSON object")
+        document = patching.decode_patch(content_type, raw, _PATCH_TYPES)
 
         def patched(old: JsonDict) -> Any:
             try:
