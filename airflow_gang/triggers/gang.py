@@ -108,6 +108,9 @@ class GangJobTrigger(BaseTrigger):
         request of this trigger's own while it works), ``per_trigger`` (this trigger's own three
         watches, re-reading its objects on each event: the 0.2 design) or ``poll`` (GETs every
         ``poll_interval``, no watch).
+    :param reattached: the task's try took over a job of an earlier try; carried back in the
+        event, so the task knows a "lost" job means "the earlier try's job was deleted" (train
+        anew) even when resumed without its defer kwargs, as ``dag.test()`` does.
     :param report_phase_changes: ignored; accepted so triggers serialized by 0.1 still load
         (they ended on every phase change; phase changes are now logged here instead).
     :param reported_phase: ignored, as ``report_phase_changes``.
@@ -132,6 +135,7 @@ class GangJobTrigger(BaseTrigger):
         not_before: str | None = None,
         api_unavailable_timeout: float | None = DEFAULT_API_UNAVAILABLE_TIMEOUT,
         watch: WatchMode = "shared",
+        reattached: bool = False,
         report_phase_changes: bool = False,
         reported_phase: str | None = None,
     ) -> None:
@@ -154,6 +158,7 @@ class GangJobTrigger(BaseTrigger):
         if watch not in WATCH_MODES:
             raise ValueError(f"watch={watch!r}: use one of {', '.join(WATCH_MODES)}")
         self.watch = watch
+        self.reattached = reattached
         del report_phase_changes, reported_phase  # see the docstring
         self._event_sent = False
         self._connection_extras: dict[str, Any] | None = None
@@ -178,6 +183,7 @@ class GangJobTrigger(BaseTrigger):
                 "not_before": self.not_before,
                 "api_unavailable_timeout": self.api_unavailable_timeout,
                 "watch": self.watch,
+                "reattached": self.reattached,
             },
         )
 
@@ -391,6 +397,7 @@ class GangJobTrigger(BaseTrigger):
                 "gang_scheduling": self.gang_scheduling,
                 "admission_deadline": self.admission_deadline,
                 "execution_deadline": self.execution_deadline,
+                "reattached": self.reattached,
             },
             # The task state store's ``progress`` entry, written by the task when it resumes.
             "progress": gang.progress(utc_now().isoformat()) if gang else None,

@@ -70,6 +70,7 @@ def test_trigger_serialize_mirrors_its_constructor() -> None:
         "not_before": "2026-11-29T12:00:10+00:00",
         "api_unavailable_timeout": 900.0,
         "watch": "per_trigger",
+        "reattached": True,
     }
     path, serialized = GangJobTrigger(**kwargs).serialize()  # type: ignore[arg-type]
     assert path == "airflow_gang.triggers.gang.GangJobTrigger"
