@@ -82,6 +82,12 @@ with DAG("__DAG_ID__", schedule=None, start_date=dt.datetime(2026, 1, 1), catchu
 """
 
 
+# The progress entry of ``train`` is written when its task sees the gang admitted: "admitted"
+# (every replica bound, the PodGroup still Inqueue) or, a Volcano session later, "running".
+# Which one the task saw first is a race.
+ADMITTED_PHASES = ("admitted", "running")
+
+
 @dataclass(frozen=True)
 class Scenario:
     cluster: SimCluster
