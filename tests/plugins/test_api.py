@@ -229,7 +229,6 @@ def test_running_job_detail(client: TestClient, scenario: Scenario) -> None:
     # The task stopped watching at admission, which Volcano declares at bind time: every
     # replica is bound by then, but how many had started running is a race.
     assert progress["value"]["replicas_bound"] == 4
-    assert 0 <= progress["value"]["replicas_running"] <= 4
     assert detail["timeline"]["admitted_at"] is not None
     assert detail["timeline"]["finished_at"] is None
 

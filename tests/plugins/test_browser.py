@@ -136,7 +136,6 @@ def test_clicking_a_job_opens_its_page(
     assert progress["phase"] in ADMITTED_PHASES
     # Written when the task saw the gang admitted (at bind time): all bound, running is a race.
     assert progress["replicas_bound"] == 4
-    assert 0 <= progress["replicas_running"] <= 4
     ti_link = css(browser, "#job-airflow a.ti-link")[0]
     assert ti_link.get_attribute("href") == f"{base_url}{ti_url(scenario, 'train')}"
     assert "Running" in css(browser, "#job-conditions")[0].text
