@@ -13,7 +13,6 @@ import asyncio
 import datetime as dt
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import aiohttp
 
@@ -25,30 +24,6 @@ log = logging.getLogger(__name__)
 
 WORKERS = 4
 _FORGET_AFTER = 50_000  # remembered identities; past it the memory restarts (one repeat each)
-
-
-@dataclass(frozen=True)
-class Involved:
-    """The object an Event is about (``involvedObject``)."""
-
-    api_version: str
-    kind: str
-    namespace: str
-    name: str
-    uid: str
-    resource_version: str | None = None
-
-    @classmethod
-    def of(cls, obj: JsonDict) -> Involved:
-        metadata = obj.get("metadata") or {}
-        return cls(
-            api_version=str(obj.get("apiVersion") or "v1"),
-            kind=str(obj.get("kind") or ""),
-            namespace=str(metadata.get("namespace") or ""),
-            name=str(metadata.get("name") or ""),
-            uid=str(metadata.get("uid") or ""),
-            resource_version=metadata.get("resourceVersion"),
-        )
 
 
 class EventRecorder:
@@ -78,16 +53,10 @@ class EventRecorder:
         if len(self._recorded) >= _FORGET_AFTER:
             self._recorded.clear()
         self._recorded.add(identity)
-        involved = Involved.of(obj)
         if self._queue is None:
             self._queue = asyncio.Queue()
             self._workers = [asyncio.create_task(self._write_forever()) for _ in range(WORKERS)]
-        self._queue.put_nowait(self._body(involved, type_, reason, message))
-
-    async def drain(self) -> None:
-        """Wait until every queued Event was written (or given up on)."""
-        if self._queue is not None:
-            await self._queue.join()
+        self._queue.put_nowait(self._body(obj, type_, reason, message))
 
     async def close(self) -> None:
         for worker in self._workers:
@@ -95,21 +64,23 @@ class EventRecorder:
         await asyncio.gather(*self._workers, return_exceptions=True)
         self._workers, self._queue = [], None
 
-    def _body(self, involved: Involved, type_: str, reason: str, message: str) -> JsonDict:
+    def _body(self, obj: JsonDict, type_: str, reason: str, message: str) -> JsonDict:
         now = rfc3339(self.clock())
+        metadata = obj.get("metadata") or {}
+        name, namespace = str(metadata.get("name") or ""), str(metadata.get("namespace") or "")
         involved_object: JsonDict = {
-            "apiVersion": involved.api_version,
-            "kind": involved.kind,
-            "name": involved.name,
-            "namespace": involved.namespace,
-            "uid": involved.uid,
+            "apiVersion": str(obj.get("apiVersion") or "v1"),
+            "kind": str(obj.get("kind") or ""),
+            "name": name,
+            "namespace": namespace,
+            "uid": str(metadata.get("uid") or ""),
         }
-        if involved.resource_version is not None:
-            involved_object["resourceVersion"] = involved.resource_version
+        if metadata.get("resourceVersion") is not None:
+            involved_object["resourceVersion"] = metadata["resourceVersion"]
         return {
             "apiVersion": "v1",
             "kind": "Event",
-            "metadata": {"generateName": f"{involved.name}.", "namespace": involved.namespace},
+            "metadata": {"generateName": f"{name}.", "namespace": namespace},
             "involvedObject": involved_object,
             "reason": reason,
             "message": message,

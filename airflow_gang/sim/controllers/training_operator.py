@@ -68,23 +68,22 @@ def _creation_order(obj: JsonDict) -> tuple[str, str, str]:
     return str(deep_get(obj, "metadata", "creationTimestamp", default="")), namespace, name
 
 
-def _controller_uid(obj: JsonDict) -> str | None:
+def _controller_ref(obj: JsonDict) -> JsonDict | None:
+    """The ownerReference of the PyTorchJob controlling ``obj``, if any."""
     for ref in deep_get(obj, "metadata", "ownerReferences", default=None) or []:
         if ref.get("controller") and ref.get("kind") == PYTORCHJOBS.kind:
-            return str(ref.get("uid"))
+            return dict(ref)
     return None
 
 
 def _controller_uids(obj: JsonDict) -> list[str]:
-    uid = _controller_uid(obj)
-    return [uid] if uid is not None else []
+    ref = _controller_ref(obj)
+    return [str(ref.get("uid"))] if ref is not None else []
 
 
 def _controller_key(obj: JsonDict) -> JobKey | None:
-    for ref in deep_get(obj, "metadata", "ownerReferences", default=None) or []:
-        if ref.get("controller") and ref.get("kind") == PYTORCHJOBS.kind:
-            return object_key(obj)[0], str(ref.get("name"))
-    return None
+    ref = _controller_ref(obj)
+    return (object_key(obj)[0], str(ref.get("name"))) if ref is not None else None
 
 
 def _conditions(status: JsonDict | None) -> set[tuple[str, str, str]]:
