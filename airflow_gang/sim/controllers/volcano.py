@@ -26,6 +26,7 @@ import aiohttp
 
 from airflow_gang.sim.controllers.client import ApiError, JsonDict, KubeClient
 from airflow_gang.sim.controllers.clock import rfc3339, utc_now
+from airflow_gang.sim.controllers.capacity import TERMINAL_PHASES
 from airflow_gang.sim.controllers.concurrency import in_parallel
 from airflow_gang.sim.controllers.event_recorder import EventRecorder
 from airflow_gang.sim.controllers.informer import Cache, deep_get
@@ -52,7 +53,6 @@ log = logging.getLogger(__name__)
 
 COMPONENT = "volcano"
 GROUP_INDEX = "volcano/group"
-FINISHED = ("Succeeded", "Failed")
 DEFAULT_QUEUES: dict[str, JsonDict] = {
     "root": {"reclaimable": False, "weight": 1},
     "default": {"reclaimable": True, "weight": 1, "parent": "root"},
@@ -143,7 +143,7 @@ class Volcano(Controller):
             if deep_get(podgroup, "status", "phase") == "Completed":
                 namespace, name = object_key(podgroup)
                 members = pods.indexed(GROUP_INDEX, f"{namespace}/{name}")
-                if all(deep_get(pod, "status", "phase") in FINISHED for pod in members):
+                if all(deep_get(pod, "status", "phase") in TERMINAL_PHASES for pod in members):
                     settled_pods.update(object_key(pod) for pod in members)
                     settled_per_queue[deep_get(podgroup, "spec", "queue") or "default"] += 1
                     continue
