@@ -24,9 +24,9 @@ from typing import Any, ClassVar
 
 import aiohttp
 
+from airflow_gang.sim.controllers.capacity import TERMINAL_PHASES
 from airflow_gang.sim.controllers.client import ApiError, JsonDict, KubeClient
 from airflow_gang.sim.controllers.clock import rfc3339, utc_now
-from airflow_gang.sim.controllers.capacity import TERMINAL_PHASES
 from airflow_gang.sim.controllers.concurrency import in_parallel
 from airflow_gang.sim.controllers.event_recorder import EventRecorder
 from airflow_gang.sim.controllers.informer import Cache, deep_get
