@@ -111,11 +111,22 @@ class FaultInjector:
         self._clock.replace([(0.0, self._restore), *self._timed_steps(spec)])
         log.info("fault injection: applied %s", spec.to_json())
 
-    def clear(self) -> None:
-        """No more faults; what the active spec started ends now."""
+    def clear(self, timeout: float = 30.0) -> None:
+        """No more faults; what the active spec started ends now: returns once an outage in
+        progress is over (the listener serves again) and failed nodes are back, or after
+        ``timeout`` seconds."""
         with self._lock:
             self._active = None
-        self._clock.replace([(0.0, self._restore)])
+        restored = threading.Event()
+
+        def restore() -> None:
+            try:
+                self._restore()
+            finally:
+                restored.set()
+
+        self._clock.replace([(0.0, restore)])
+        restored.wait(timeout)
 
     def shutdown(self) -> None:
         """Stop the timed faults for good (the server is stopping)."""

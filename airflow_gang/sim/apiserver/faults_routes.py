@@ -12,6 +12,7 @@ Every reply is ``{"kind": "FaultInjection", "apiVersion": "sim.airflow-gang.io/v
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 from fastapi import APIRouter, Request
@@ -66,5 +67,5 @@ async def replace_faults(request: Request) -> Response:
 async def clear_faults(request: Request) -> Response:
     """Stop injecting faults; an outage or node failure in progress ends."""
     injector = _injector(request)
-    injector.clear()
+    await asyncio.to_thread(injector.clear)  # it waits for the clock thread: not on this loop
     return _reply(injector)
