@@ -117,6 +117,16 @@ class _Group:
         return sum(self.histogram[status] for status in ("Bound", "Running", "Succeeded", "Failed"))
 
     @property
+    def incomplete(self) -> bool:
+        """Some pods exist, fewer than the gang needs (the controller is still creating them).
+
+        vc-scheduler's gang ``JobValid`` drops such a job from the session before any action, and
+        the session writes nothing for it: no enqueue, no binding, no condition, no event. A group
+        with no pods at all is left to the enqueue gate, as the real training-operator needs.
+        """
+        return 0 < len(self.tasks) < self.min_member
+
+    @property
     def allocated(self) -> Resources:
         return capacity.total(capacity.pod_requests(t) for t in self.tasks if capacity.holds_resources(t))
 
@@ -277,7 +287,7 @@ def run_session(snapshot: Snapshot, config: SessionConfig = SessionConfig()) -> 
     gate = _Enqueue(snapshot, groups, config)
     enqueued: set[Key] = set()
     for group in groups:
-        if group.phase != "Pending":
+        if group.phase != "Pending" or group.incomplete:
             continue
         reasons = gate.admit(group)
         if reasons:
@@ -296,7 +306,7 @@ def run_session(snapshot: Snapshot, config: SessionConfig = SessionConfig()) -> 
         # not in ADMITTED_PHASES, which also decides what the enqueue gate keeps reserved.
         admitted = group.phase in ADMITTED_PHASES or group.phase == "Completed" or group.key in enqueued
         pending = group.pending
-        if not admitted:
+        if not admitted or group.incomplete:
             fit[group.key] = (0, len(pending), None)
             continue
         scratch = {name: dict(amounts) for name, amounts in free.items()}
@@ -344,6 +354,8 @@ def _close(
 ) -> JsonDict:
     phase = "Inqueue" if enqueued else group.phase
     conditions: list[JsonDict] = list((group.podgroup.get("status") or {}).get("conditions") or [])
+    if group.incomplete:
+        return {**(group.podgroup.get("status") or {}), "phase": group.phase, "conditions": conditions}
     unschedulable_now = False
     if group.tasks:
         schedulable, unschedulable, origin = fit[group.key]

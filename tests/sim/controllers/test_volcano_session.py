@@ -304,3 +304,27 @@ def test_the_binding_session_warns_that_the_ready_gang_is_binding() -> None:
             "0/4 tasks in gang unschedulable: pod group is ready, 4 Binding, 4 minAvailable",
         ),
     }
+
+
+def test_a_gang_whose_pods_are_still_being_created_is_left_out_of_the_session() -> None:
+    """vc gang JobValid: fewer pods than minMember -> no enqueue, no bind, no condition, no event."""
+    cluster = seed_snapshot(jobs=0)
+    waiting = podgroup("partial", 2, phase="Inqueue")
+    waiting["status"]["conditions"] = [{"type": "Scheduled", "status": "True", "reason": "earlier"}]
+    snapshot = Snapshot(
+        cluster.nodes,
+        pods("partial", 1) + pods("pending", 1),
+        [waiting, podgroup("pending", 2)],
+        cluster.queues,
+    )
+    result = run_session(snapshot)
+    assert result.bindings == []
+    assert result.podgroup_status[("ml", "partial")]["phase"] == "Inqueue"
+    assert result.podgroup_status[("ml", "partial")]["conditions"] == waiting["status"]["conditions"]
+    assert result.podgroup_status[("ml", "pending")]["phase"] == "Pending", "not enqueued either"
+    assert result.events == []
+    assert result.pod_events == []
+    assert result.pod_unschedulable == {}
+    # The missing pod arrives: the next session binds the whole gang.
+    snapshot = Snapshot(cluster.nodes, pods("partial", 2), [waiting], cluster.queues)
+    assert len(run_session(snapshot).bindings) == 2
