@@ -236,8 +236,8 @@ def add_controllers_command(commands: Any) -> None:
 
 def run_controllers(args: argparse.Namespace) -> int:
     from airflow_gang.sim.cli import stop_signals, wait_until
-    from airflow_gang.sim.cluster import Topology, controller_factories, controller_names
     from airflow_gang.sim.controllers.manager import ControllerManager
+    from airflow_gang.sim.topology import Topology, controller_factories, controller_names
 
     try:
         factories = controller_factories(Topology(**_topology(args)), controller_names(args.only))

@@ -1,9 +1,10 @@
 """`SimCluster`: an embedded Kubernetes cluster with Volcano and the Kubeflow training-operator.
 
 It starts the API server, then every controller as an ordinary API client on one background
-event loop: Volcano, the default kube-scheduler, the training-operator, and one kubelet per
-simulated node. It writes a kubeconfig that the official clients, Airflow's KubernetesHook and
-kubectl can use. ``stop()`` (or leaving the ``with`` block) ends everything it started.
+event loop (in a child process with ``isolate_controllers=True``): Volcano, the default
+kube-scheduler, the training-operator, and one kubelet per simulated node. It writes a
+kubeconfig that the official clients, Airflow's KubernetesHook and kubectl can use. ``stop()``
+(or leaving the ``with`` block) ends everything it started.
 
     with SimCluster(nodes=2, gpus_per_node=2) as cluster:
         kubernetes.config.load_kube_config(cluster.kubeconfig_path)
@@ -16,102 +17,34 @@ node failures (``airflow_gang.sim.faults``, ``docs/fault-injection.md``).
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
 from airflow_gang.sim.apiserver.server import ApiServerHandle, start_apiserver
-from airflow_gang.sim.controllers.kube_scheduler import KubeScheduler
-from airflow_gang.sim.controllers.kubelet import Kubelet
-from airflow_gang.sim.controllers.manager import ControllerFactory, ControllerManager
-from airflow_gang.sim.controllers.training_operator import TrainingOperator
-from airflow_gang.sim.controllers.volcano import Volcano
+from airflow_gang.sim.controller_process import ControllerProcess
+from airflow_gang.sim.controllers.manager import ControllerManager
 from airflow_gang.sim.faults import FaultSpec, load_fault_spec
+from airflow_gang.sim.topology import (
+    CONTROLLER_NAMES,
+    Runtime,
+    Topology,
+    controller_factories,
+    controller_names,
+)
 
-Runtime = Literal["script", "process"]
-CONTROLLER_NAMES = ("volcano", "kube-scheduler", "training-operator", "kubelet")
-
-
-@dataclass(frozen=True)
-class Topology:
-    """What the simulated cluster looks like and how its controllers behave."""
-
-    nodes: int = 2
-    gpus_per_node: int = 2
-    cpus_per_node: int | str = 16
-    memory_per_node: str = "64Gi"
-    queues: Mapping[str, Mapping[str, Any] | None] = field(default_factory=dict)
-    overcommit_factor: float = 1.2
-    training_operator_gang: str | None = None
-    runtime: Runtime = "script"
-    schedule_period: float = 1.0
-    workdir: str | None = None
-    node_address: str = "127.0.0.1"
-
-    def node_names(self) -> list[str]:
-        return [f"sim-node-{index + 1}" for index in range(self.nodes)]
-
-    def node_capacity(self) -> dict[str, str]:
-        return {
-            "cpu": str(self.cpus_per_node),
-            "memory": self.memory_per_node,
-            "nvidia.com/gpu": str(self.gpus_per_node),
-            "pods": "110",
-        }
-
-
-def controller_factories(
-    topology: Topology, only: Iterable[str] = CONTROLLER_NAMES
-) -> list[ControllerFactory]:
-    """The controllers to run for ``topology``; ``only`` picks a subset (attach mode)."""
-    chosen = set(only)
-    unknown = chosen - set(CONTROLLER_NAMES)
-    if unknown:
-        raise ValueError(
-            f"unknown controller(s) {sorted(unknown)}; choose from {', '.join(CONTROLLER_NAMES)}"
-        )
-    # Fast simulated clusters reconcile more often; the scheduler keeps Volcano's own period.
-    reactive = min(0.5, max(0.05, topology.schedule_period / 2))
-    factories: list[ControllerFactory] = []
-    if "volcano" in chosen:
-        factories.append(
-            lambda client, cache: Volcano(
-                client,
-                cache,
-                schedule_period=topology.schedule_period,
-                overcommit_factor=topology.overcommit_factor,
-                queues={name: dict(cap) if cap else None for name, cap in topology.queues.items()},
-            )
-        )
-    if "kube-scheduler" in chosen:
-        factories.append(lambda client, cache: KubeScheduler(client, cache, period=reactive))
-    if "training-operator" in chosen:
-        factories.append(
-            lambda client, cache: TrainingOperator(
-                client, cache, gang_scheduler_name=topology.training_operator_gang, period=reactive
-            )
-        )
-    if "kubelet" in chosen:
-        for node_name in topology.node_names():
-            factories.append(_kubelet_factory(topology, node_name, reactive))
-    return factories
-
-
-def _kubelet_factory(topology: Topology, node_name: str, period: float) -> ControllerFactory:
-    return lambda client, cache: Kubelet(
-        client,
-        cache,
-        node_name=node_name,
-        capacity=topology.node_capacity(),
-        runtime=topology.runtime,
-        period=period,
-        workdir=topology.workdir,
-        address=topology.node_address,
-    )
+# The topology names lived here before `airflow_gang.sim.topology`; callers still import them here.
+__all__ = [
+    "CONTROLLER_NAMES",
+    "Runtime",
+    "SimCluster",
+    "Topology",
+    "controller_factories",
+    "controller_names",
+]
 
 
 class SimCluster:
@@ -139,6 +72,10 @@ class SimCluster:
     :param faults: a fault spec applied once the cluster is ready (its times count from then):
         a `FaultSpec`, a mapping, or a path to a YAML/JSON file. Invalid specs raise
         `FaultSpecError` here, before anything starts.
+    :param isolate_controllers: run the controllers in a child process (`ControllerProcess`),
+        so that they and the API server each get a core instead of sharing one interpreter:
+        for large simulations (``benchmarks/bench_scheduler.py``, ``airflow-gang sim``). It costs
+        a second or two at start, and the controllers' logs go to the child's stderr.
     """
 
     def __init__(
@@ -162,6 +99,7 @@ class SimCluster:
         tls_sans: Iterable[str] = (),
         advertise_url: str | None = None,
         faults: FaultSpec | Mapping[str, Any] | str | Path | None = None,
+        isolate_controllers: bool = False,
     ) -> None:
         self.faults = load_fault_spec(faults) if faults is not None else None
         self.topology = Topology(
@@ -183,8 +121,9 @@ class SimCluster:
         self._auth = auth
         self._tls_sans = tuple(tls_sans)
         self._advertise_url = advertise_url
+        self._isolate_controllers = isolate_controllers
         self.apiserver: ApiServerHandle | None = None
-        self.controllers: ControllerManager | None = None
+        self.controllers: ControllerManager | ControllerProcess | None = None
 
     @property
     def kubeconfig_path(self) -> str:
@@ -216,9 +155,11 @@ class SimCluster:
             controllers_loopback=True,
         )
         try:
-            self.controllers = ControllerManager(
-                self.apiserver.controllers_kubeconfig_path, controller_factories(self.topology)
-            )
+            kubeconfig = self.apiserver.controllers_kubeconfig_path
+            if self._isolate_controllers:
+                self.controllers = ControllerProcess(kubeconfig, self.topology)
+            else:
+                self.controllers = ControllerManager(kubeconfig, controller_factories(self.topology))
             self.controllers.start(timeout)
             self._wait_ready(timeout)
         except BaseException:
@@ -292,9 +233,3 @@ class SimCluster:
 
     def __exit__(self, *exc_info: object) -> None:
         self.stop()
-
-
-def controller_names(value: str | Sequence[str]) -> list[str]:
-    """Parse ``--only volcano,kube-scheduler`` (accepting ``_`` for ``-``)."""
-    names = value.split(",") if isinstance(value, str) else list(value)
-    return [name.strip().replace("_", "-") for name in names if name.strip()]

@@ -45,9 +45,13 @@ def test_without_gang_scheduling_the_pool_deadlocks(cluster: SimCluster) -> None
 
 @pytest.mark.parametrize(
     ("cluster", "mode"),
-    [({}, "provider"), ({"training_operator_gang": "volcano"}, "training-operator")],
+    [
+        ({}, "provider"),
+        ({"training_operator_gang": "volcano"}, "training-operator"),
+        ({"isolate_controllers": True}, "provider"),
+    ],
     indirect=["cluster"],
-    ids=["provider-podgroups", "training-operator-gang-flag"],
+    ids=["provider-podgroups", "training-operator-gang-flag", "controllers-in-their-own-process"],
 )
 def test_with_gang_scheduling_all_six_finish_one_at_a_time(cluster: SimCluster, mode: str) -> None:
     with cluster.api_client() as api:

@@ -1,0 +1,78 @@
+"""The controllers in a child process (`SimCluster(isolate_controllers=True)`).
+
+What a user relies on: the cluster behaves the same (the seed scenario runs in this mode too,
+in ``test_seed_scenario.py``), the controllers really run elsewhere, and nothing outlives the
+cluster: not on ``stop()``, and not when the process that started it is killed.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import psutil
+import pytest
+from kubernetes import client as k8s
+
+from airflow_gang.sim.cluster import SimCluster, Topology
+from airflow_gang.sim.controller_process import ControllerProcess
+from tests.waiting import eventually
+
+
+def test_the_controllers_run_in_a_child_that_stop_ends() -> None:
+    with SimCluster(nodes=1, gpus_per_node=1, isolate_controllers=True) as cluster:
+        assert isinstance(cluster.controllers, ControllerProcess)
+        child = cluster.controllers.pid
+        assert child is not None
+        assert child != os.getpid()
+        assert child in {p.pid for p in psutil.Process().children()}
+        with cluster.api_client() as api:
+            nodes = k8s.CoreV1Api(api).list_node().items
+            assert [n.metadata.name for n in nodes] == ["sim-node-1"], "the child's kubelet registered"
+    assert not psutil.pid_exists(child) or psutil.Process(child).status() == psutil.STATUS_ZOMBIE
+
+
+def test_a_child_that_cannot_start_says_why() -> None:
+    controllers = ControllerProcess("/nonexistent/kubeconfig", Topology(nodes=1))
+    with pytest.raises(RuntimeError, match="controllers failed to start") as failure:
+        controllers.start(timeout=5)
+    assert "ConfigException: Invalid kube-config file" in str(failure.value), "the child's traceback"
+    assert controllers.pid is None, "the failed child was reaped"
+
+
+def test_the_controllers_stop_when_the_process_that_started_them_is_killed(tmp_path: Path) -> None:
+    script = tmp_path / "owner.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            import sys, time
+            from airflow_gang.sim.cluster import SimCluster
+
+            cluster = SimCluster(nodes=1, gpus_per_node=1, isolate_controllers=True).start()
+            print(cluster.controllers.pid, flush=True)
+            time.sleep(600)
+            """
+        )
+    )
+    owner = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert owner.stdout is not None
+        child = int(owner.stdout.readline())
+        assert psutil.pid_exists(child)
+        owner.send_signal(signal.SIGKILL)
+        owner.wait(10)
+        eventually(lambda: not _alive(child), timeout=20, message="controller child gone")
+    finally:
+        owner.kill()
+        owner.wait()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
