@@ -146,6 +146,12 @@ def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
         help="server URL written into the kubeconfig, for clients reaching the cluster under another "
         "name, e.g. https://kube-sim:6443 from other containers (its host joins the certificate)",
     )
+    parser.add_argument(
+        "--isolate-controllers",
+        action="store_true",
+        help="run the controllers in a child process, so they and the API server each get a core "
+        "(large simulations: thousands of pods)",
+    )
     add_faults_argument(parser)
 
 
@@ -182,6 +188,7 @@ def run_cluster(args: argparse.Namespace) -> int:
         tls_sans=args.tls_san,
         advertise_url=args.advertise_url,
         faults=args.faults,
+        isolate_controllers=args.isolate_controllers,
         **_topology(args),
     )
     with stop_signals() as stop:

@@ -17,9 +17,11 @@ from pathlib import Path
 import psutil
 import pytest
 from kubernetes import client as k8s
+from kubernetes.config import new_client_from_config
 
 from airflow_gang.sim.cluster import SimCluster, Topology
 from airflow_gang.sim.controller_process import ControllerProcess
+from tests.sim.cli_processes import CliProcesses
 from tests.waiting import eventually
 
 
@@ -76,3 +78,18 @@ def _alive(pid: int) -> bool:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return False
+
+
+def test_the_sim_command_isolates_its_controllers_on_request(tmp_path: Path) -> None:
+    kubeconfig, log = tmp_path / "sim.kubeconfig", tmp_path / "sim.log"
+    with CliProcesses() as processes:
+        sim = processes.start(
+            "sim", "--nodes", "1", "--isolate-controllers", "--kubeconfig", str(kubeconfig), log=log
+        )
+        eventually(lambda: "Ctrl-C stops it" in log.read_text(), timeout=60, message="sim ready")
+        children = psutil.Process(sim.pid).children()
+        assert [c.cmdline()[-1] for c in children] == ["airflow_gang.sim.controller_process"]
+        with new_client_from_config(config_file=str(kubeconfig)) as api:
+            assert [n.metadata.name for n in k8s.CoreV1Api(api).list_node().items] == ["sim-node-1"]
+        assert processes.stop(sim) == 0, log.read_text()
+        assert not any(_alive(c.pid) for c in children)
