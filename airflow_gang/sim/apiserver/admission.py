@@ -9,11 +9,11 @@ validators and webhooks, as upstream registers them on the main resource only.
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 from airflow_gang.sim.apiserver import objects, openapi
 from airflow_gang.sim.apiserver.errors import BadRequest, Cause, Invalid
+from airflow_gang.sim.apiserver.json_copy import json_copy
 from airflow_gang.sim.apiserver.registry import ClusterView, Operation, ResourceInfo
 from airflow_gang.sim.apiserver.validation import validate_metadata, validate_metadata_update
 
@@ -24,7 +24,7 @@ def decode(info: ResourceInfo, namespace: str, body: Any) -> JsonDict:
     """A private copy of ``body`` checked against the URL, with schema defaults and pruning."""
     if not isinstance(body, dict):
         raise BadRequest(f"the object provided is unrecognized (must be of type {info.kind})")
-    obj = copy.deepcopy(body)
+    obj = json_copy(body)
     kind, api_version = obj.setdefault("kind", info.kind), obj.setdefault("apiVersion", info.api_version)
     if kind != info.kind:
         raise BadRequest(f"the kind of the object ({kind}) does not match the expected kind ({info.kind})")

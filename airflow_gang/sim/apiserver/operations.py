@@ -224,7 +224,7 @@ class Api:
         meta.pop("managedFields", None)
         if subresource == "status":
             status = new.get("status")
-            new = json_copy(old)
+            new = dict(old)  # shares old's parts, read only: the store copies what it keeps
             if status is None:
                 new.pop("status", None)
             else:

@@ -16,12 +16,12 @@ failing operations to 422, as kube-apiserver does).
 
 from __future__ import annotations
 
-import copy
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from airflow_gang.sim.apiserver.errors import BadRequest, UnsupportedMediaType
+from airflow_gang.sim.apiserver.json_copy import json_copy
 
 JSON_PATCH = "application/json-patch+json"
 MERGE_PATCH = "application/merge-patch+json"
@@ -54,7 +54,7 @@ def decode_patch(content_type: str, raw: bytes, accepted: Sequence[str]) -> Any:
 def merge_patch(target: Any, patch: Any) -> Any:
     """RFC 7386: objects merge recursively, ``null`` deletes, anything else replaces."""
     if not isinstance(patch, Mapping):
-        return copy.deepcopy(patch)
+        return json_copy(patch)
     result = dict(target) if isinstance(target, Mapping) else {}
     for key, value in patch.items():
         if value is None:
@@ -151,7 +151,7 @@ def json_patch(target: Any, operations: Any) -> Any:
     """RFC 6902 on a deep copy of ``target``; all-or-nothing."""
     if not isinstance(operations, list):
         raise PatchError("json patch must be an array of operations", malformed=True)
-    doc = copy.deepcopy(target)
+    doc = json_copy(target)
     for op in operations:
         if not isinstance(op, Mapping) or "op" not in op or "path" not in op:
             raise PatchError(f"invalid json patch operation: {op!r}", malformed=True)
@@ -159,18 +159,16 @@ def json_patch(target: Any, operations: Any) -> Any:
         if kind in ("add", "replace", "test") and "value" not in op:
             raise PatchError(f"missing value for {kind} operation", malformed=True)
         if kind == "add":
-            doc = _add(doc, path, copy.deepcopy(op["value"]))
+            doc = _add(doc, path, json_copy(op["value"]))
         elif kind == "remove":
             doc = _remove(doc, path)
         elif kind == "replace":
             _get(doc, path)  # replace requires the target to exist
-            doc = (
-                _add(_remove(doc, path), path, copy.deepcopy(op["value"])) if _pointer(path) else op["value"]
-            )
+            doc = _add(_remove(doc, path), path, json_copy(op["value"])) if _pointer(path) else op["value"]
         elif kind in ("move", "copy"):
             if "from" not in op:
                 raise PatchError(f"missing from for {kind} operation", malformed=True)
-            value = copy.deepcopy(_get(doc, op["from"]))
+            value = json_copy(_get(doc, op["from"]))
             if kind == "move":
                 doc = _remove(doc, op["from"])
             doc = _add(doc, path, value)
@@ -221,7 +219,7 @@ def strategic_merge_patch(target: Any, patch: Any) -> Any:
 def _smp_map(target: Mapping[str, Any], patch: Mapping[str, Any], path: tuple[str, ...]) -> Any:
     directive = patch.get("$patch")
     if directive == "replace":
-        return {k: copy.deepcopy(v) for k, v in patch.items() if not k.startswith("$")}
+        return {k: json_copy(v) for k, v in patch.items() if not k.startswith("$")}
     if directive == "delete":
         return None
     result = dict(target)
@@ -254,7 +252,7 @@ def _smp_map(target: Mapping[str, Any], patch: Mapping[str, Any], path: tuple[st
             merged_set += [v for v in value if v not in merged_set]
             result[key] = merged_set
         else:
-            result[key] = copy.deepcopy(value)
+            result[key] = json_copy(value)
     for key, order in patch.items():
         if key.startswith(_ORDER) and isinstance(order, list):
             name = key[len(_ORDER) :]
@@ -264,9 +262,9 @@ def _smp_map(target: Mapping[str, Any], patch: Mapping[str, Any], path: tuple[st
 
 def _smp_list(current: list[Any], patch: list[Any], path: tuple[str, ...]) -> list[Any]:
     key = MERGE_KEYS[path]
-    result = [copy.deepcopy(item) for item in current]
+    result = [json_copy(item) for item in current]
     if any(isinstance(i, Mapping) and i.get("$patch") == "replace" for i in patch):
-        return [copy.deepcopy(dict(i)) for i in patch if not (isinstance(i, Mapping) and "$patch" in i)]
+        return [json_copy(dict(i)) for i in patch if not (isinstance(i, Mapping) and "$patch" in i)]
     for item in patch:
         if not isinstance(item, Mapping) or key not in item:
             raise PatchError(f"map: {item!r} does not contain declared merge key: {key}")
@@ -279,7 +277,7 @@ def _smp_list(current: list[Any], patch: list[Any], path: tuple[str, ...]) -> li
                 del result[index]
             continue
         if index is None:
-            result.append({k: copy.deepcopy(v) for k, v in item.items() if not k.startswith("$")})
+            result.append({k: json_copy(v) for k, v in item.items() if not k.startswith("$")})
         else:
             result[index] = _smp_map(result[index], item, path)
     return result

@@ -12,7 +12,6 @@
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 from fastapi import Request
@@ -29,6 +28,7 @@ from airflow_gang.sim.apiserver.errors import (
     invalid,
     required,
 )
+from airflow_gang.sim.apiserver.json_copy import json_copy
 from airflow_gang.sim.apiserver.kubelet_proxy import KubeletLogRequest, container_logs_url, node_or_404
 from airflow_gang.sim.apiserver.params import int_param
 from airflow_gang.sim.apiserver.state import ServerState
@@ -82,7 +82,7 @@ def bind_pod(state: ServerState, namespace: str, name: str, body: Any) -> JsonDi
             raise Conflict(
                 "pods/binding", name, f'pod {name} is already assigned to node "{spec["nodeName"]}"'
             )
-        bound = copy.deepcopy(pod)
+        bound = json_copy(pod)
         bound["spec"]["nodeName"] = node
         if bmeta.get("annotations"):
             bound["metadata"].setdefault("annotations", {}).update(bmeta["annotations"])
