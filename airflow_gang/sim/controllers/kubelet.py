@@ -41,6 +41,7 @@ import functools
 import logging
 import shutil
 import tempfile
+import time
 from collections.abc import Callable, Coroutine
 from typing import Any, Literal
 
@@ -60,10 +61,11 @@ from airflow_gang.sim.controllers.retrying import retry_transient
 
 log = logging.getLogger(__name__)
 
-NODE_INDEX = "kubelet/node"
+LIVE_INDEX = "kubelet/live"
 JOB_INDEX = "kubelet/job"
 
 FINISHED = ("Succeeded", "Failed")
+SWEEP_SECONDS = 2.0
 _TRANSIENT = (ApiError, aiohttp.ClientError, OSError, TimeoutError)
 Ending = Callable[[PodRun], Coroutine[Any, Any, None]]
 
@@ -120,11 +122,12 @@ class Kubelet(NodeAgent):
         self.restart_backoff = restart_backoff
         self.stop_grace = stop_grace
         self.runs: dict[str, PodRun] = {}
-        self._local_jobs: set[str] = set()  # job_key of every pod this kubelet runs
+        self._next_sweep = 0.0
+        self._local_jobs: set[str] = set()  # job_key of every unfinished pod this kubelet runs
         self._tempdir: str | None = None
         self.logs = NodeLogs()
         self.server = KubeletServer(self.logs, self._local_pod, address=address, clock=clock)
-        cache[PODS].add_index(NODE_INDEX, _node_of)
+        cache[PODS].add_index(LIVE_INDEX, _live_on_node)
         cache[PODS].add_index(JOB_INDEX, _job_of)
 
     async def run(self) -> None:
@@ -148,10 +151,12 @@ class Kubelet(NodeAgent):
 
     async def reconcile(self) -> None:
         await self.sync_node()
-        mine = self.cache[PODS].indexed(NODE_INDEX, self.node_name)
-        self._local_jobs = {key for pod in mine for key in _job_of(pod)}
+        # Only pods with something left to do: a finished pod waits for its deletion, and a node
+        # that ran thousands of them must not walk them all on every wake-up.
+        live = self.cache[PODS].indexed(LIVE_INDEX, self.node_name)
+        self._local_jobs = {key for pod in live for key in _job_of(pod)}
         seen = set()
-        for pod in mine:
+        for pod in live:
             uid, phase = str(deep_get(pod, "metadata", "uid")), deep_get(pod, "status", "phase")
             seen.add(uid)
             run = self.runs.get(uid)
@@ -165,13 +170,28 @@ class Kubelet(NodeAgent):
                 run.start()
             elif run is not None:
                 run.changed.set()  # the cache changed: a waiting rendezvous looks again
+        # Runs of finished pods are checked for deletion (to drop their logs) now and then only.
+        sweep = time.monotonic() >= self._next_sweep
+        if sweep:
+            self._next_sweep = time.monotonic() + SWEEP_SECONDS
         for uid in [uid for uid in self.runs if uid not in seen]:
             run = self.runs[uid]
-            if run.task is None or run.task.done():
+            done = run.task is None or run.task.done()
+            if (done and not sweep) or self._finished_here(run):
+                continue  # a finished pod keeps its logs until it is deleted
+            if done:
                 del self.runs[uid]
                 self.logs.forget(uid)
             elif run.ending is None:  # force-deleted (grace 0) while running: just stop it
                 run.ending = asyncio.create_task(run.stop(self.stop_grace))
+
+    def _finished_here(self, run: PodRun) -> bool:
+        pod = self.cache.get(PODS, run.namespace, run.name)
+        return (
+            pod is not None
+            and deep_get(pod, "metadata", "uid") == run.uid
+            and deep_get(pod, "spec", "nodeName") == self.node_name
+        )
 
     def _end(self, pod: JsonDict, kind: str, action: Ending) -> None:
         uid = str(deep_get(pod, "metadata", "uid"))
@@ -271,9 +291,13 @@ class Kubelet(NodeAgent):
             self.cache[PODS].observe(result)  # so this kubelet's next look (rendezvous) sees it at once
 
 
-def _node_of(pod: JsonDict) -> list[str]:
+def _live_on_node(pod: JsonDict) -> list[str]:
+    """The node of a bound pod that is unfinished or being deleted: the kubelet's work list."""
     node = deep_get(pod, "spec", "nodeName")
-    return [str(node)] if node else []
+    if not node:
+        return []
+    finished = deep_get(pod, "status", "phase") in FINISHED
+    return [str(node)] if not finished or deep_get(pod, "metadata", "deletionTimestamp") else []
 
 
 def _job_key(namespace: str, job: str) -> str:

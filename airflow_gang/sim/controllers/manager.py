@@ -22,6 +22,16 @@ log = logging.getLogger(__name__)
 ControllerFactory = Callable[[KubeClient, Cache], Controller]
 
 
+def _new_event_loop() -> asyncio.AbstractEventLoop:
+    """uvloop's loop when it is installed (uvicorn brings it): the controllers spend much of a
+    busy simulation scheduling callbacks and moving bytes, which it does in C."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.new_event_loop()
+    return uvloop.new_event_loop()
+
+
 class ControllerManager:
     """Start with `start()`; `stop()` cancels every task and closes the client."""
 
@@ -32,7 +42,7 @@ class ControllerManager:
         self.context = context
         self.factories = list(factories)
         self.controllers: list[Controller] = []
-        self._loop = asyncio.new_event_loop()
+        self._loop = _new_event_loop()
         self._thread = threading.Thread(
             target=self._loop.run_forever, name="gang-sim-controllers", daemon=True
         )
