@@ -168,13 +168,23 @@ class Volcano(Controller):
                 result.queue_status[queue]["completed"] += count
         await in_parallel(self._bind(namespace, pod, node) for namespace, pod, node in result.bindings)
         transition = str(uuid.uuid4())
+        # A session restates every waiting gang; only what changed is written (checked here,
+        # before any coroutine exists: thousands of queued pods would otherwise cost a task each).
         await in_parallel(
-            self._write_podgroup_status(key, status, transition, now)
-            for key, status in result.podgroup_status.items()
+            self._write_podgroup(podgroup, new_status)
+            for podgroup, new_status in (
+                self._podgroup_update(key, status, transition, now)
+                for key, status in result.podgroup_status.items()
+            )
+            if podgroup is not None
         )
         await in_parallel(
-            self._mark_unschedulable(namespace, name, message, now)
-            for (namespace, name), message in result.pod_unschedulable.items()
+            self._patch_pod_conditions(pod, conditions)
+            for pod, conditions in (
+                self._unschedulable_update(namespace, name, message, now)
+                for (namespace, name), message in result.pod_unschedulable.items()
+            )
+            if pod is not None
         )
         await in_parallel(
             self._write_queue_status(name, status) for name, status in result.queue_status.items()
@@ -195,12 +205,13 @@ class Volcano(Controller):
             message = f"Successfully assigned {namespace}/{pod} to {node}"
             self.events.record(cached, "Normal", "Scheduled", message)
 
-    async def _write_podgroup_status(
+    def _podgroup_update(
         self, key: tuple[str, str], status: JsonDict, transition: str, now: dt.datetime
-    ) -> None:
+    ) -> tuple[JsonDict | None, JsonDict]:
+        """The PodGroup and its new status, or (None, {}) when the session changes nothing."""
         current = self.cache.get(PODGROUPS, *key)
         if current is None:
-            return
+            return None, {}
         old = current.get("status") or {}
         conditions = []
         for condition in status["conditions"]:
@@ -217,12 +228,17 @@ class Volcano(Controller):
         if not conditions:
             new_status.pop("conditions")
         if new_status == old:
-            return  # vc-scheduler rewrites every session; writing only changes keeps watches quiet
+            return None, {}  # vc-scheduler rewrites every session; writing only changes keeps watches quiet
+        return current, new_status
+
+    async def _write_podgroup(self, current: JsonDict, new_status: JsonDict) -> None:
+        old = current.get("status") or {}
         if old.get("phase") != new_status["phase"]:
+            namespace, name = object_key(current)
             log.info(
                 "podgroup %s/%s phase %s->%s",
-                key[0],
-                key[1],
+                namespace,
+                name,
                 old.get("phase") or "(none)",
                 new_status["phase"],
             )
@@ -234,14 +250,17 @@ class Volcano(Controller):
             if error.status not in (404, 409):
                 raise
 
-    async def _mark_unschedulable(self, namespace: str, name: str, message: str, now: dt.datetime) -> None:
+    def _unschedulable_update(
+        self, namespace: str, name: str, message: str, now: dt.datetime
+    ) -> tuple[JsonDict | None, list[JsonDict]]:
+        """The pod and its conditions with ``PodScheduled=False``, or (None, []) if already so."""
         pod = self.cache.get(PODS, namespace, name)
         if pod is None:
-            return
+            return None, []
         conditions = (pod.get("status") or {}).get("conditions") or []
         current = next((c for c in conditions if c.get("type") == "PodScheduled"), None)
         if current and current.get("status") == "False" and current.get("message") == message:
-            return
+            return None, []
         condition = {
             "type": "PodScheduled",
             "status": "False",
@@ -250,10 +269,13 @@ class Volcano(Controller):
             "lastTransitionTime": rfc3339(now),
             "lastProbeTime": None,
         }
-        others = [c for c in conditions if c.get("type") != "PodScheduled"]
+        return pod, [*(c for c in conditions if c.get("type") != "PodScheduled"), condition]
+
+    async def _patch_pod_conditions(self, pod: JsonDict, conditions: list[JsonDict]) -> None:
+        namespace, name = object_key(pod)
         try:
             updated = await self.client.patch(
-                PODS, name, {"status": {"conditions": [*others, condition]}}, namespace, subresource="status"
+                PODS, name, {"status": {"conditions": conditions}}, namespace, subresource="status"
             )
             self.cache[PODS].observe(updated)
         except ApiError as error:

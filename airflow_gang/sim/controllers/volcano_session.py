@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 from decimal import Decimal
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import Any
 
 from airflow_gang.quantity import format_quantity
@@ -109,10 +109,14 @@ class _Group:
     def histogram(self) -> Counter[str]:
         return Counter(_task_status(task) for task in self.tasks)
 
+    @cached_property
+    def counts(self) -> tuple[tuple[str, int], ...]:
+        return tuple(sorted(self.histogram.items()))
+
     def count(self, status: str) -> int:
         return self.histogram[status]
 
-    @property
+    @cached_property
     def scheduled(self) -> int:
         return sum(self.histogram[status] for status in ("Bound", "Running", "Succeeded", "Failed"))
 
@@ -246,20 +250,29 @@ class _Enqueue:
 def _histogram(group: _Group, binding: int = 0) -> str:
     """``4 Pending, 4 minAvailable``: task counts by status (``binding`` of the pending ones
     counted as ``Binding``) and the gang size, sorted as vc-scheduler prints them."""
-    histogram = Counter(group.histogram)
+    return _histogram_text(group.counts, group.min_member, binding)
+
+
+@lru_cache(maxsize=4096)
+def _histogram_text(counts: tuple[tuple[str, int], ...], min_member: int, binding: int) -> str:
+    # Cached: a thousand queued gangs of one shape share one text, restated every session.
+    histogram = Counter(dict(counts))
     if binding:
         histogram["Pending"] -= binding
         histogram["Binding"] += binding
     return ", ".join(
-        sorted(
-            [f"{n} {status}" for status, n in histogram.items() if n] + [f"{group.min_member} minAvailable"]
-        )
+        sorted([f"{n} {status}" for status, n in histogram.items() if n] + [f"{min_member} minAvailable"])
     )
 
 
 def _fit_error(group: _Group, schedulable: int, unschedulable: int, origin: str | None) -> str:
     """vc-scheduler's ``JobInfo.FitError()`` for a gang that cannot be placed."""
-    message = f"pod group is not ready, {_histogram(group)}"
+    return _fit_error_text(_histogram(group), schedulable, unschedulable, origin)
+
+
+@lru_cache(maxsize=4096)
+def _fit_error_text(histogram: str, schedulable: int, unschedulable: int, origin: str | None) -> str:
+    message = f"pod group is not ready, {histogram}"
     pending = [
         f"{n} {label}" for n, label in ((schedulable, "Schedulable"), (unschedulable, "Unschedulable")) if n
     ]
