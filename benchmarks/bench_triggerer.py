@@ -103,7 +103,7 @@ from dataclasses import dataclass, field  # noqa: E402
 from kubernetes import client as k8s  # noqa: E402
 from kubernetes import config as k8s_config  # noqa: E402
 from kubernetes.client.exceptions import ApiException  # noqa: E402
-from sim_process import cluster_process  # noqa: E402
+from sim_process import cluster_cpu_seconds, cluster_process  # noqa: E402
 
 from airflow_gang.hooks.client_pool import USER_AGENT  # noqa: E402
 from airflow_gang.hooks.gang import GangJobHook  # noqa: E402
@@ -167,6 +167,10 @@ class PhaseResult:
     blocked: list[float] = field(default_factory=list)
     """Seconds of each "async thread was blocked" warning of the triggerer."""
     triggerer_errors: int = 0
+    sim_cpu_seconds: float | None = None
+    """CPU the simulated cluster used from the TIs' writing to the phase's end."""
+    sim_seconds: float | None = None
+    """The wall-clock span ``sim_cpu_seconds`` covers."""
     trigger_warnings: Counter[str] = field(default_factory=Counter)
     problems: list[str] = field(default_factory=list)
     jobs: list[dict[str, object]] = field(default_factory=list)
@@ -406,6 +410,7 @@ class Phase:
             idle = [value for moment, value in rss.samples if moment >= time.time() - 2.0]
             result.rss_baseline = int(statistics.median(idle)) if idle else self.triggerer.rss()
             before = self.counts()
+            sim_cpu, sim_since = cluster_cpu_seconds(), time.monotonic()
             triggers = make_triggers(self.design, self.namespace, self.names, uids, config.poll_interval)
             self.database.create_deferred(self.run_id, triggers)
             written = time.monotonic()
@@ -437,6 +442,8 @@ class Phase:
             finally:
                 result.requests = self.counts() - before
                 result.rss_peak = rss.peak()
+                result.sim_cpu_seconds = cluster_cpu_seconds() - sim_cpu
+                result.sim_seconds = time.monotonic() - sim_since
 
     def _all_looked(self) -> bool:
         if not self.triggerer.running:
@@ -644,13 +651,24 @@ def print_size(config: Config, size: int, results: Sequence[PhaseResult]) -> Non
             f"  {LABELS[result.design]}: requests by verb {dict(sorted(mix.items())) or '{}'}; resume ms "
             f"p50/p99 {resume50}/{resume99}; "
             f"admit min {number(min(result.admit_ms, default=None))} ms; triggers: {fired}; {blocked}; "
-            f"triggerer error lines {result.triggerer_errors}; phase {result.phase_seconds:.0f} s"
+            f"triggerer error lines {result.triggerer_errors}; phase {result.phase_seconds:.0f} s; "
+            f"{simulator_cpu(result)}"
         )
         for warning, count in result.trigger_warnings.most_common(3):
             print(f"    trigger warning x{count}: {warning}")
         for problem in result.problems:
             print(f"    PROBLEM: {problem}")
     print()
+
+
+def simulator_cpu(result: PhaseResult) -> str:
+    if result.sim_cpu_seconds is None or not result.sim_seconds:
+        return "simulator CPU n/a"
+    share = 100 * result.sim_cpu_seconds / result.sim_seconds
+    return (
+        f"simulator CPU {result.sim_cpu_seconds:.0f} s in {result.sim_seconds:.0f} s "
+        f"({share:.0f}% of one core)"
+    )
 
 
 def check(name: str, value: float | None, limit: float, shown: str) -> str:

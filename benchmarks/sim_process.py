@@ -12,6 +12,10 @@ from multiprocessing.connection import Connection
 from multiprocessing.synchronize import Event as EventType
 from typing import Any
 
+import psutil
+
+_running: list[int] = []  # pid of the cluster process of the `cluster_process` block now open
+
 # Controllers cancelled mid-request make the server log ClientDisconnect tracebacks while it
 # stops: noise for a benchmark's output.
 SHUTDOWN_NOISE = ("uvicorn.error", "airflow_gang.sim.apiserver.app")
@@ -51,6 +55,8 @@ def cluster_process(
         target=_serve, args=(options, tuple(quiet), child, stop), name="sim-cluster", daemon=True
     )
     process.start()
+    assert process.pid is not None
+    _running.append(process.pid)
     try:
         if not parent.poll(60):
             raise RuntimeError("the simulated cluster did not start within 60 s")
@@ -59,8 +65,24 @@ def cluster_process(
             raise RuntimeError("the simulated cluster failed to start") from message
         yield str(message)
     finally:
+        _running.remove(process.pid)
         stop.set()
         process.join(stop_timeout)
         if process.is_alive():
             process.terminate()
             process.join(5)
+
+
+def cluster_cpu_seconds() -> float:
+    """CPU seconds (user + system) used so far by the open cluster process and its children
+    (the controllers' process when the cluster isolates them)."""
+    total = 0.0
+    for pid in _running:
+        try:
+            root = psutil.Process(pid)
+            for process in [root, *root.children(recursive=True)]:
+                times = process.cpu_times()
+                total += times.user + times.system
+        except psutil.NoSuchProcess:
+            continue
+    return total
