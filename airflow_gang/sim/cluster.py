@@ -1,7 +1,7 @@
 """`SimCluster`: an embedded Kubernetes cluster with Volcano and the Kubeflow training-operator.
 
 It starts the API server, then every controller as an ordinary API client on one background
-event loop (in a child process with ``isolate_controllers=True``): Volcano, the default
+event loop (in child processes with ``isolate_controllers=True``): Volcano, the default
 kube-scheduler, the training-operator, and one kubelet per simulated node. It writes a
 kubeconfig that the official clients, Airflow's KubernetesHook and kubectl can use. ``stop()``
 (or leaving the ``with`` block) ends everything it started.
@@ -25,7 +25,7 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
 from airflow_gang.sim.apiserver.server import ApiServerHandle, start_apiserver
-from airflow_gang.sim.controller_process import ControllerProcess
+from airflow_gang.sim.controller_process import ControllerProcesses
 from airflow_gang.sim.controllers.manager import ControllerManager
 from airflow_gang.sim.faults import FaultSpec, load_fault_spec
 from airflow_gang.sim.topology import (
@@ -72,10 +72,11 @@ class SimCluster:
     :param faults: a fault spec applied once the cluster is ready (its times count from then):
         a `FaultSpec`, a mapping, or a path to a YAML/JSON file. Invalid specs raise
         `FaultSpecError` here, before anything starts.
-    :param isolate_controllers: run the controllers in a child process (`ControllerProcess`),
-        so that they and the API server each get a core instead of sharing one interpreter:
-        for large simulations (``benchmarks/bench_scheduler.py``, ``airflow-gang sim``). It costs
-        a second or two at start, and the controllers' logs go to the child's stderr.
+    :param isolate_controllers: run the controllers in child processes (`ControllerProcesses`:
+        Volcano in one, the others in another), so that they and the API server stop sharing
+        one interpreter: for large simulations (``benchmarks/bench_scheduler.py``,
+        ``airflow-gang sim``). It costs a second or two at start, and the controllers' logs go
+        to the children's stderr.
     """
 
     def __init__(
@@ -123,7 +124,7 @@ class SimCluster:
         self._advertise_url = advertise_url
         self._isolate_controllers = isolate_controllers
         self.apiserver: ApiServerHandle | None = None
-        self.controllers: ControllerManager | ControllerProcess | None = None
+        self.controllers: ControllerManager | ControllerProcesses | None = None
 
     @property
     def kubeconfig_path(self) -> str:
@@ -157,7 +158,7 @@ class SimCluster:
         try:
             kubeconfig = self.apiserver.controllers_kubeconfig_path
             if self._isolate_controllers:
-                self.controllers = ControllerProcess(kubeconfig, self.topology)
+                self.controllers = ControllerProcesses(kubeconfig, self.topology)
             else:
                 self.controllers = ControllerManager(kubeconfig, controller_factories(self.topology))
             self.controllers.start(timeout)

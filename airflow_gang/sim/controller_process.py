@@ -58,6 +58,12 @@ class ControllerProcess:
         return None if self._process is None else self._process.pid
 
     def start(self, timeout: float = 30.0) -> ControllerProcess:
+        self.launch(timeout)
+        self.wait_ready(timeout)
+        return self
+
+    def launch(self, timeout: float = 30.0) -> None:
+        """Start the child and hand it its order; `wait_ready` then waits for its answer."""
         self._process = subprocess.Popen(
             [sys.executable, "-m", __name__],
             stdin=subprocess.PIPE,
@@ -65,7 +71,6 @@ class ControllerProcess:
             text=True,
         )
         assert self._process.stdin is not None
-        assert self._process.stdout is not None
         order = {
             "kubeconfig": self.kubeconfig_path,
             "topology": dataclasses.asdict(self.topology),
@@ -75,6 +80,10 @@ class ControllerProcess:
         }
         self._process.stdin.write(json.dumps(order) + "\n")
         self._process.stdin.flush()
+
+    def wait_ready(self, timeout: float = 30.0) -> None:
+        assert self._process is not None
+        assert self._process.stdout is not None
         # The child imports the controllers before it can sync: allow for that on top of `timeout`.
         answer = _read_line(self._process.stdout, timeout + 15)
         if answer is None:
@@ -84,7 +93,6 @@ class ControllerProcess:
             self.stop()
             reason = json.loads(answer) if answer else f"it exited with code {self._process.returncode}"
             raise RuntimeError(f"controllers failed to start: {reason}")
-        return self
 
     def stop(self, timeout: float = 10.0) -> None:
         process, self._process = self._process, None
@@ -106,6 +114,52 @@ class ControllerProcess:
             process.stdout.close()
 
     def __enter__(self) -> ControllerProcess:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+
+# Volcano's sessions cost CPU in proportion to the queue, every period, whatever else happens:
+# alone in its process it no longer slows the controllers that create and run the pods.
+ISOLATED_GROUPS: tuple[tuple[str, ...], ...] = (
+    ("volcano",),
+    ("kube-scheduler", "training-operator", "kubelet"),
+)
+
+
+class ControllerProcesses:
+    """The controllers split over several child processes (`ISOLATED_GROUPS`), started and
+    stopped together: each real controller is a process of its own, and each gets a core."""
+
+    def __init__(
+        self,
+        kubeconfig_path: str,
+        topology: Topology,
+        groups: Iterable[Iterable[str]] = ISOLATED_GROUPS,
+    ) -> None:
+        self.processes = [ControllerProcess(kubeconfig_path, topology, only) for only in groups]
+
+    @property
+    def pids(self) -> list[int]:
+        return [process.pid for process in self.processes if process.pid is not None]
+
+    def start(self, timeout: float = 30.0) -> ControllerProcesses:
+        try:
+            for process in self.processes:
+                process.launch(timeout)
+            for process in self.processes:
+                process.wait_ready(timeout)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self, timeout: float = 10.0) -> None:
+        for process in self.processes:
+            process.stop(timeout)
+
+    def __enter__(self) -> ControllerProcesses:
         return self.start()
 
     def __exit__(self, *exc_info: object) -> None:

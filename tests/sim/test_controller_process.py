@@ -1,4 +1,4 @@
-"""The controllers in a child process (`SimCluster(isolate_controllers=True)`).
+"""The controllers in child processes (`SimCluster(isolate_controllers=True)`).
 
 What a user relies on: the cluster behaves the same (the seed scenario runs in this mode too,
 in ``test_seed_scenario.py``), the controllers really run elsewhere, and nothing outlives the
@@ -20,22 +20,26 @@ from kubernetes import client as k8s
 from kubernetes.config import new_client_from_config
 
 from airflow_gang.sim.cluster import SimCluster, Topology
-from airflow_gang.sim.controller_process import ControllerProcess
+from airflow_gang.sim.controller_process import ControllerProcess, ControllerProcesses
 from tests.sim.cli_processes import CliProcesses
 from tests.waiting import eventually
 
 
-def test_the_controllers_run_in_a_child_that_stop_ends() -> None:
+def test_the_controllers_run_in_children_that_stop_ends() -> None:
     with SimCluster(nodes=1, gpus_per_node=1, isolate_controllers=True) as cluster:
-        assert isinstance(cluster.controllers, ControllerProcess)
-        child = cluster.controllers.pid
-        assert child is not None
-        assert child != os.getpid()
-        assert child in {p.pid for p in psutil.Process().children()}
+        assert isinstance(cluster.controllers, ControllerProcesses)
+        children = cluster.controllers.pids
+        assert len(children) == 2, "Volcano in one process, the other controllers in another"
+        assert os.getpid() not in children
+        assert set(children) <= {p.pid for p in psutil.Process().children()}
         with cluster.api_client() as api:
             nodes = k8s.CoreV1Api(api).list_node().items
             assert [n.metadata.name for n in nodes] == ["sim-node-1"], "the child's kubelet registered"
-    assert not psutil.pid_exists(child) or psutil.Process(child).status() == psutil.STATUS_ZOMBIE
+            queues = k8s.CustomObjectsApi(api).list_cluster_custom_object(
+                "scheduling.volcano.sh", "v1beta1", "queues"
+            )
+            assert {q["metadata"]["name"] for q in queues["items"]} == {"root", "default"}, "Volcano's"
+    assert not any(_alive(pid) for pid in children)
 
 
 def test_a_child_that_cannot_start_says_why() -> None:
@@ -55,7 +59,7 @@ def test_the_controllers_stop_when_the_process_that_started_them_is_killed(tmp_p
             from airflow_gang.sim.cluster import SimCluster
 
             cluster = SimCluster(nodes=1, gpus_per_node=1, isolate_controllers=True).start()
-            print(cluster.controllers.pid, flush=True)
+            print(*cluster.controllers.pids, flush=True)
             time.sleep(600)
             """
         )
@@ -63,11 +67,14 @@ def test_the_controllers_stop_when_the_process_that_started_them_is_killed(tmp_p
     owner = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
     try:
         assert owner.stdout is not None
-        child = int(owner.stdout.readline())
-        assert psutil.pid_exists(child)
+        children = [int(pid) for pid in owner.stdout.readline().split()]
+        assert len(children) == 2
+        assert all(_alive(pid) for pid in children)
         owner.send_signal(signal.SIGKILL)
         owner.wait(10)
-        eventually(lambda: not _alive(child), timeout=20, message="controller child gone")
+        eventually(
+            lambda: not any(_alive(pid) for pid in children), timeout=20, message="controller children gone"
+        )
     finally:
         owner.kill()
         owner.wait()
@@ -88,7 +95,7 @@ def test_the_sim_command_isolates_its_controllers_on_request(tmp_path: Path) -> 
         )
         eventually(lambda: "Ctrl-C stops it" in log.read_text(), timeout=60, message="sim ready")
         children = psutil.Process(sim.pid).children()
-        assert [c.cmdline()[-1] for c in children] == ["airflow_gang.sim.controller_process"]
+        assert [c.cmdline()[-1] for c in children] == ["airflow_gang.sim.controller_process"] * 2
         with new_client_from_config(config_file=str(kubeconfig)) as api:
             assert [n.metadata.name for n in k8s.CoreV1Api(api).list_node().items] == ["sim-node-1"]
         assert processes.stop(sim) == 0, log.read_text()
