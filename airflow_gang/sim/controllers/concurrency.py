@@ -9,8 +9,11 @@ them in about that order) with a bounded number in flight.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine, Iterable
+import logging
+from collections.abc import Callable, Coroutine, Iterable
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 WRITES_IN_FLIGHT = 16
 
@@ -36,3 +39,55 @@ async def in_parallel(writes: Iterable[Coroutine[Any, Any, Any]], limit: int = W
     for outcome in outcomes:
         if isinstance(outcome, BaseException):
             raise outcome
+
+
+class BackgroundWrites:
+    """Status writes that go out while the controller goes on, one in flight per object.
+
+    vc-scheduler's status updater runs beside its sessions: a session that waited for every
+    PodGroup status and pod condition it changed would stretch its period under a long queue,
+    and binding is what the next gang waits for. A write submitted for an object that has one
+    in flight replaces any other waiting for it and runs after it: the object gets the latest
+    state, never two writes at once. A write should read the cache when it runs (it may run a
+    while after it was submitted). ``close()`` cancels what is still running.
+    """
+
+    def __init__(self, limit: int = WRITES_IN_FLIGHT) -> None:
+        self._gate = asyncio.Semaphore(limit)
+        self._in_flight: dict[object, asyncio.Task[None]] = {}
+        self._next: dict[object, Callable[[], Coroutine[Any, Any, None]]] = {}
+
+    def submit(self, key: object, write: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        """Run ``write()`` for ``key`` now, or after the one in flight (replacing a waiting one)."""
+        if key in self._in_flight:
+            self._next[key] = write
+            return
+        task = asyncio.create_task(self._gated(write))
+        self._in_flight[key] = task
+        task.add_done_callback(lambda done: self._finished(key, done))
+
+    def pending(self) -> int:
+        return len(self._in_flight) + len(self._next)
+
+    async def _gated(self, write: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        async with self._gate:
+            await write()
+
+    def _finished(self, key: object, task: asyncio.Task[None]) -> None:
+        if self._in_flight.get(key) is task:
+            del self._in_flight[key]
+        if task.cancelled():
+            return
+        if task.exception() is not None:
+            log.debug("background write %s failed: %s", key, task.exception())
+        following = self._next.pop(key, None)
+        if following is not None:
+            self.submit(key, following)
+
+    async def close(self) -> None:
+        self._next.clear()
+        tasks = list(self._in_flight.values())
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._in_flight.clear()

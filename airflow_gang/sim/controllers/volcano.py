@@ -6,15 +6,17 @@ PodGroup ``PUT`` for its status (PodGroups have no status subresource), the queu
 ``PodScheduled=False`` on pods left pending, and events on PodGroups and pods.
 
 Like vc-scheduler, whose binder and status updater run in goroutines, a session does not write
-one object at a time: each step's writes go out together (`concurrency.in_parallel`), in order
-between steps (every binding of a session before any status), and events are written
-in the background by an `EventRecorder`.
+one object at a time: its bindings go out together (`concurrency.in_parallel`) and the session
+waits for them; then the statuses it changed (PodGroups, pod conditions, queues) go out in the
+background (`concurrency.BackgroundWrites`, one in flight per object) and so do events (an
+`EventRecorder`), so a long queue's status writes never stretch the session period.
 """
 
 from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import functools
 import logging
 import uuid
 from collections import Counter
@@ -27,7 +29,7 @@ import aiohttp
 from airflow_gang.sim.controllers.capacity import TERMINAL_PHASES
 from airflow_gang.sim.controllers.client import ApiError, JsonDict, KubeClient
 from airflow_gang.sim.controllers.clock import rfc3339, utc_now
-from airflow_gang.sim.controllers.concurrency import in_parallel
+from airflow_gang.sim.controllers.concurrency import BackgroundWrites, in_parallel
 from airflow_gang.sim.controllers.event_recorder import EventRecorder
 from airflow_gang.sim.controllers.informer import Cache, deep_get
 from airflow_gang.sim.controllers.kinds import (
@@ -45,6 +47,7 @@ from airflow_gang.sim.controllers.volcano_session import (
     GroupEvent,
     PodEvent,
     SessionConfig,
+    SessionMemo,
     Snapshot,
     run_session,
 )
@@ -82,13 +85,19 @@ class Volcano(Controller):
         self.clock = clock
         self.sessions = 0
         self.events = EventRecorder(client, COMPONENT, clock)
-        cache[PODS].add_index(GROUP_INDEX, _group_of)
+        # Two lanes, so that thousands of queued pods' conditions never hold up a PodGroup phase.
+        self.status_writes = BackgroundWrites()
+        self.pod_writes = BackgroundWrites(limit=4)
+        self.memo = SessionMemo()
+        cache[PODS].add_index(GROUP_INDEX, functools.partial(_group_of, self.config.scheduler_name))
         self._queues_ready = False
 
     async def run(self) -> None:
         try:
             await self._run_sessions()
         finally:
+            await self.status_writes.close()
+            await self.pod_writes.close()
             await self.events.close()
 
     async def _run_sessions(self) -> None:
@@ -155,40 +164,39 @@ class Volcano(Controller):
         self.sessions += 1
         now = self.clock()
         podgroups, pods, settled = self._settled()
+        index = self.cache[PODS]
         snapshot = Snapshot(
             nodes=self.cache.items(NODES),
             pods=pods,
             podgroups=podgroups,
             queues=self.cache.items(QUEUES),
             priority_classes=self.cache.items(PRIORITY_CLASSES),
+            tasks_by_group={
+                key: index.indexed(GROUP_INDEX, f"{key[0]}/{key[1]}")
+                for key in (object_key(podgroup) for podgroup in podgroups)
+            },
         )
-        result = run_session(snapshot, self.config)
+        result = run_session(snapshot, self.config, self.memo)
         for queue, count in settled.items():
             if queue in result.queue_status:
                 result.queue_status[queue]["completed"] += count
         await in_parallel(self._bind(namespace, pod, node) for namespace, pod, node in result.bindings)
         transition = str(uuid.uuid4())
-        # A session restates every waiting gang; only what changed is written (checked here,
-        # before any coroutine exists: thousands of queued pods would otherwise cost a task each).
-        await in_parallel(
-            self._write_podgroup(podgroup, new_status)
-            for podgroup, new_status in (
-                self._podgroup_update(key, status, transition, now)
-                for key, status in result.podgroup_status.items()
+        # Statuses go out in the background (`BackgroundWrites`): the next session does not wait
+        # for them. A session restates every waiting gang; only what changed is written, checked
+        # here before any coroutine exists (thousands of queued pods would cost a task each).
+        for key, status in result.podgroup_status.items():
+            if self._podgroup_update(key, status, transition, now)[0] is not None:
+                write = functools.partial(self._write_podgroup, key, status, transition, now)
+                self.status_writes.submit((PODGROUPS, key), write)
+        for name, status in result.queue_status.items():
+            self.status_writes.submit(
+                (QUEUES, name), functools.partial(self._write_queue_status, name, status)
             )
-            if podgroup is not None
-        )
-        await in_parallel(
-            self._patch_pod_conditions(pod, conditions)
-            for pod, conditions in (
-                self._unschedulable_update(namespace, name, message, now)
-                for (namespace, name), message in result.pod_unschedulable.items()
-            )
-            if pod is not None
-        )
-        await in_parallel(
-            self._write_queue_status(name, status) for name, status in result.queue_status.items()
-        )
+        for (namespace, name), message in result.pod_unschedulable.items():
+            if self._unschedulable_update(namespace, name, message, now)[0] is not None:
+                write = functools.partial(self._mark_unschedulable, namespace, name, message, now)
+                self.pod_writes.submit((namespace, name), write)
         for event in result.events:
             self._emit(event)
         for pod_event in result.pod_events:
@@ -231,14 +239,18 @@ class Volcano(Controller):
             return None, {}  # vc-scheduler rewrites every session; writing only changes keeps watches quiet
         return current, new_status
 
-    async def _write_podgroup(self, current: JsonDict, new_status: JsonDict) -> None:
+    async def _write_podgroup(
+        self, key: tuple[str, str], status: JsonDict, transition: str, now: dt.datetime
+    ) -> None:
+        current, new_status = self._podgroup_update(key, status, transition, now)  # as cached now
+        if current is None:
+            return
         old = current.get("status") or {}
         if old.get("phase") != new_status["phase"]:
-            namespace, name = object_key(current)
             log.info(
                 "podgroup %s/%s phase %s->%s",
-                namespace,
-                name,
+                key[0],
+                key[1],
                 old.get("phase") or "(none)",
                 new_status["phase"],
             )
@@ -271,16 +283,32 @@ class Volcano(Controller):
         }
         return pod, [*(c for c in conditions if c.get("type") != "PodScheduled"), condition]
 
-    async def _patch_pod_conditions(self, pod: JsonDict, conditions: list[JsonDict]) -> None:
-        namespace, name = object_key(pod)
+    async def _mark_unschedulable(self, namespace: str, name: str, message: str, now: dt.datetime) -> None:
+        pod, conditions = self._unschedulable_update(namespace, name, message, now)  # as cached now
+        if pod is None or deep_get(pod, "spec", "nodeName"):
+            return  # bound since the session decided: it is not unschedulable any more
+        # The resourceVersion makes it a compare-and-swap, as vc-scheduler's UpdateStatus is: a
+        # pod the kubelet or a binding changed meanwhile is left for the next session to judge.
+        body = {
+            "metadata": {"resourceVersion": deep_get(pod, "metadata", "resourceVersion")},
+            "status": {"conditions": conditions},
+        }
         try:
-            updated = await self.client.patch(
-                PODS, name, {"status": {"conditions": conditions}}, namespace, subresource="status"
-            )
+            updated = await self.client.patch(PODS, name, body, namespace, subresource="status")
             self.cache[PODS].observe(updated)
         except ApiError as error:
             if error.status not in (404, 409):
+                self._decide_again(pod)
                 raise
+        except (aiohttp.ClientError, OSError):
+            self._decide_again(pod)
+            raise
+
+    def _decide_again(self, pod: JsonDict) -> None:
+        """A pod's condition did not get written: its gang must not count as settled next session."""
+        for group in _group_of(self.config.scheduler_name, pod):
+            namespace, _, name = group.partition("/")
+            self.memo.forget((namespace, name))
 
     async def _write_queue_status(self, name: str, status: JsonDict) -> None:
         queue = self.cache.get(QUEUES, "", name)
@@ -309,6 +337,9 @@ class Volcano(Controller):
             self.events.record(pod, event.type, event.reason, event.message)
 
 
-def _group_of(pod: JsonDict) -> list[str]:
+def _group_of(scheduler_name: str, pod: JsonDict) -> list[str]:
+    """``namespace/group`` of a pod this scheduler places as part of a PodGroup."""
     group = deep_get(pod, "metadata", "annotations", GROUP_ANNOTATION)
-    return [f"{object_key(pod)[0]}/{group}"] if group else []
+    if not group or deep_get(pod, "spec", "schedulerName") != scheduler_name:
+        return []
+    return [f"{object_key(pod)[0]}/{group}"]

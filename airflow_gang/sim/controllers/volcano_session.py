@@ -25,6 +25,7 @@ priority plugins (DOMAIN.md §1 and the observations of §10):
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from functools import cached_property, lru_cache
@@ -55,6 +56,9 @@ class Snapshot:
     podgroups: list[JsonDict]
     queues: list[JsonDict]
     priority_classes: list[JsonDict] = field(default_factory=list)
+    tasks_by_group: Mapping[Key, list[JsonDict]] | None = None
+    """Each PodGroup's pods (of this scheduler), when the caller keeps them indexed; else the
+    session groups ``pods`` by their group annotation itself."""
 
 
 @dataclass(frozen=True)
@@ -84,6 +88,35 @@ class SessionResult:
     pod_unschedulable: dict[Key, str] = field(default_factory=dict)
     """Pending pods left unbound, with the PodScheduled=False message."""
     queue_status: dict[str, JsonDict] = field(default_factory=dict)
+    unchanged: set[Key] = field(default_factory=set)
+    """Groups decided exactly as in the previous session (`SessionMemo`): their pod conditions
+    and events were produced then and are left out of this result."""
+
+
+@dataclass
+class _Closed:
+    inputs: tuple[Any, ...]
+    status: JsonDict
+
+
+class SessionMemo:
+    """What one session can take over from the previous one.
+
+    A session restates every gang, and a queue of a thousand waiting gangs would be restated
+    five times a second. A gang whose PodGroup and pods are the very objects the last session
+    saw (the informer replaces an object when it changes), and whose admission and placement
+    came out the same, gets the same status and the same pod conditions and events: those are
+    reused instead of rebuilt, and its pod-level outputs are not repeated.
+    """
+
+    def __init__(self) -> None:
+        self.groups: dict[Key, _Group] = {}
+        self.closed: dict[Key, _Closed] = {}
+
+    def forget(self, key: Key) -> None:
+        """Decide ``key`` afresh next session (a write of its outcome failed)."""
+        self.groups.pop(key, None)
+        self.closed.pop(key, None)
 
 
 @dataclass
@@ -152,18 +185,27 @@ def _priority_values(priority_classes: list[JsonDict]) -> tuple[dict[str, int], 
     return values, default
 
 
-def _groups(snapshot: Snapshot, config: SessionConfig) -> list[_Group]:
-    tasks: dict[Key, list[JsonDict]] = {}
-    for pod in snapshot.pods:
-        annotations = (pod.get("metadata") or {}).get("annotations") or {}
-        group = annotations.get(GROUP_ANNOTATION)
-        if group and (pod.get("spec") or {}).get("schedulerName") == config.scheduler_name:
-            tasks.setdefault((pod["metadata"]["namespace"], group), []).append(pod)
+def _groups(snapshot: Snapshot, config: SessionConfig, memo: SessionMemo | None) -> list[_Group]:
+    tasks = snapshot.tasks_by_group
+    if tasks is None:
+        grouped: dict[Key, list[JsonDict]] = {}
+        for pod in snapshot.pods:
+            annotations = (pod.get("metadata") or {}).get("annotations") or {}
+            group = annotations.get(GROUP_ANNOTATION)
+            if group and (pod.get("spec") or {}).get("schedulerName") == config.scheduler_name:
+                grouped.setdefault((pod["metadata"]["namespace"], group), []).append(pod)
+        tasks = grouped
     priorities, default_priority = _priority_values(snapshot.priority_classes)
     groups = []
     for podgroup in snapshot.podgroups:
         metadata, spec = podgroup["metadata"], podgroup.get("spec") or {}
         key = (metadata["namespace"], metadata["name"])
+        members = tasks.get(key, [])
+        priority = priorities.get(spec.get("priorityClassName") or "", default_priority)
+        previous = memo.groups.get(key) if memo is not None else None
+        if previous is not None and _same_group(previous, podgroup, members, priority):
+            groups.append(previous)
+            continue
         min_resources = spec.get("minResources")
         groups.append(
             _Group(
@@ -172,14 +214,26 @@ def _groups(snapshot: Snapshot, config: SessionConfig) -> list[_Group]:
                 queue=spec.get("queue") or "default",
                 min_member=int(spec.get("minMember") or 0),
                 min_resources=capacity.parse_resources(min_resources) if min_resources else None,
-                priority=priorities.get(spec.get("priorityClassName") or "", default_priority),
+                priority=priority,
                 phase=(podgroup.get("status") or {}).get("phase") or "Pending",
-                tasks=tasks.get(key, []),
+                tasks=list(members),
             )
         )
+    if memo is not None:
+        memo.groups = {group.key: group for group in groups}
+        memo.closed = {key: closed for key, closed in memo.closed.items() if key in memo.groups}
     # Volcano's job order: priority first, then age (1 s resolution), then namespace/name.
     groups.sort(key=lambda g: (-g.priority, g.podgroup["metadata"].get("creationTimestamp", ""), g.key))
     return groups
+
+
+def _same_group(group: _Group, podgroup: JsonDict, tasks: list[JsonDict], priority: int) -> bool:
+    return (
+        group.podgroup is podgroup
+        and group.priority == priority
+        and len(group.tasks) == len(tasks)
+        and all(mine is theirs for mine, theirs in zip(group.tasks, tasks, strict=True))
+    )
 
 
 def _queue_state(queue: JsonDict) -> str:
@@ -293,10 +347,16 @@ def _fit_message(group: _Group, schedulable: int, unschedulable: int, origin: st
     return prefix + _fit_error(group, schedulable, unschedulable, origin)
 
 
-def run_session(snapshot: Snapshot, config: SessionConfig = SessionConfig()) -> SessionResult:
-    """Decide one session: which groups enqueue, which pods bind, and every group's new status."""
+def run_session(
+    snapshot: Snapshot, config: SessionConfig = SessionConfig(), memo: SessionMemo | None = None
+) -> SessionResult:
+    """Decide one session: which groups enqueue, which pods bind, and every group's new status.
+
+    With a `memo` (kept from one session to the next), gangs decided as last time reuse that
+    outcome and are listed in ``unchanged``.
+    """
     result = SessionResult()
-    groups = _groups(snapshot, config)
+    groups = _groups(snapshot, config, memo)
     gate = _Enqueue(snapshot, groups, config)
     enqueued: set[Key] = set()
     for group in groups:
@@ -313,7 +373,7 @@ def run_session(snapshot: Snapshot, config: SessionConfig = SessionConfig()) -> 
     free = capacity.node_free(nodes, snapshot.pods)
     ready_groups: set[Key] = set()
     fit: dict[Key, tuple[int, int, str | None]] = {}
-    could_go: dict[Key, str] = {}
+    could_go: dict[Key, dict[Key, str]] = {}
     for group in groups:
         # A Completed gang is past the gate too (its Succeeded pods count as ready), but it is
         # not in ADMITTED_PHASES, which also decides what the enqueue gate keeps reserved.
@@ -343,19 +403,45 @@ def run_session(snapshot: Snapshot, config: SessionConfig = SessionConfig()) -> 
             fit[group.key] = (len(placed), len(pending) - len(placed), None)
         else:
             fit[group.key] = (len(placed), len(pending) - len(placed), origin)
-            for task, node in placed:
-                could_go[(task["metadata"]["namespace"], task["metadata"]["name"])] = node
+            could_go[group.key] = {
+                (task["metadata"]["namespace"], task["metadata"]["name"]): node for task, node in placed
+            }
 
-    for group in groups:
-        result.podgroup_status[group.key] = _close(
-            group, group.key in enqueued, group.key in ready_groups, fit, result
-        )
-    for (namespace, name), node in could_go.items():
-        result.pod_unschedulable[(namespace, name)] = (
-            f"Pod {namespace}/{name} can possibly be assigned to {node}, once minAvailable is satisfied"
-        )
+    _close_all(
+        groups, result, enqueued=enqueued, ready_groups=ready_groups, fit=fit, could_go=could_go, memo=memo
+    )
     result.queue_status = _queue_statuses(snapshot, groups, result)
     return result
+
+
+def _close_all(
+    groups: list[_Group],
+    result: SessionResult,
+    *,
+    enqueued: set[Key],
+    ready_groups: set[Key],
+    fit: dict[Key, tuple[int, int, str | None]],
+    could_go: dict[Key, dict[Key, str]],
+    memo: SessionMemo | None,
+) -> None:
+    """Every group's status, conditions and events; a group decided as last time reuses them."""
+    for group in groups:
+        nodes_for = could_go.get(group.key) or {}
+        enqueued_now, ready = group.key in enqueued, group.key in ready_groups
+        inputs = (enqueued_now, ready, fit[group.key], tuple(sorted(nodes_for.items())))
+        previous = memo.closed.get(group.key) if memo is not None else None
+        if previous is not None and previous.inputs[0] is group and previous.inputs[1:] == inputs:
+            result.unchanged.add(group.key)
+            result.podgroup_status[group.key] = previous.status
+            continue
+        status = _close(group, enqueued_now, ready, fit, result)
+        result.podgroup_status[group.key] = status
+        if memo is not None:
+            memo.closed[group.key] = _Closed((group, *inputs), status)
+        for (namespace, name), node in nodes_for.items():
+            result.pod_unschedulable[(namespace, name)] = (
+                f"Pod {namespace}/{name} can possibly be assigned to {node}, once minAvailable is satisfied"
+            )
 
 
 def _close(
