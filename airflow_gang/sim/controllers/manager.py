@@ -43,13 +43,24 @@ class ControllerManager:
         self.factories = list(factories)
         self.controllers: list[Controller] = []
         self._loop = _new_event_loop()
-        self._thread = threading.Thread(
-            target=self._loop.run_forever, name="gang-sim-controllers", daemon=True
-        )
+        self._thread = threading.Thread(target=self._run_loop, name="gang-sim-controllers", daemon=True)
         self._main: Future[None] | None = None
         self._task: asyncio.Task[None] | None = None
         self._ready = threading.Event()
         self._startup_error: BaseException | None = None
+
+    def _run_loop(self) -> None:
+        try:
+            self._loop.run_forever()
+        finally:
+            # Transports closed during shutdown finish closing on the loop's next turns; uvloop
+            # refuses to close a loop with handles still open (EBUSY).
+            for _ in range(3):
+                self._loop.run_until_complete(asyncio.sleep(0))
+            try:
+                self._loop.close()
+            except OSError as error:
+                log.debug("controller event loop did not close cleanly: %s", error)
 
     def start(self, timeout: float = 30.0) -> ControllerManager:
         self._thread.start()
@@ -99,9 +110,9 @@ class ControllerManager:
                 self._main.result(timeout)
         if self._thread.is_alive():
             self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join(timeout)
-        if not self._loop.is_running():
-            self._loop.close()
+            self._thread.join(timeout)  # the thread closes its loop once it has stopped
+        elif not self._loop.is_closed() and not self._thread.ident:
+            self._loop.close()  # never started
 
     def __enter__(self) -> ControllerManager:
         return self.start()

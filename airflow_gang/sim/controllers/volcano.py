@@ -26,7 +26,7 @@ from typing import Any, ClassVar
 
 import aiohttp
 
-from airflow_gang.sim.controllers.capacity import TERMINAL_PHASES
+from airflow_gang.sim.controllers.capacity import TERMINAL_PHASES, holds_resources
 from airflow_gang.sim.controllers.client import ApiError, JsonDict, KubeClient
 from airflow_gang.sim.controllers.clock import rfc3339, utc_now
 from airflow_gang.sim.controllers.concurrency import BackgroundWrites, in_parallel
@@ -56,6 +56,9 @@ log = logging.getLogger(__name__)
 
 COMPONENT = "volcano"
 GROUP_INDEX = "volcano/group"
+UNFINISHED_INDEX = "volcano/unfinished-group"
+HOLDING_INDEX = "volcano/holding"
+HOLDING = "holding"
 DEFAULT_QUEUES: dict[str, JsonDict] = {
     "root": {"reclaimable": False, "weight": 1},
     "default": {"reclaimable": True, "weight": 1, "parent": "root"},
@@ -90,6 +93,10 @@ class Volcano(Controller):
         self.pod_writes = BackgroundWrites(limit=4)
         self.memo = SessionMemo()
         cache[PODS].add_index(GROUP_INDEX, functools.partial(_group_of, self.config.scheduler_name))
+        cache[PODS].add_index(
+            UNFINISHED_INDEX, functools.partial(_unfinished_group_of, self.config.scheduler_name)
+        )
+        cache[PODS].add_index(HOLDING_INDEX, _holding)
         self._queues_ready = False
 
     async def run(self) -> None:
@@ -137,37 +144,33 @@ class Volcano(Controller):
                 if error.status != 409:
                     raise
 
-    def _settled(self) -> tuple[list[JsonDict], list[JsonDict], Counter[str]]:
-        """The PodGroups and pods a session must look at, and the settled groups per queue.
+    def _settled(self) -> tuple[list[JsonDict], Counter[str]]:
+        """The PodGroups a session must look at, and the settled groups per queue.
 
         A Completed group whose pods have all finished can change no more (its pods hold
-        nothing, its status stays): leaving it and its pods out keeps a session's cost
-        proportional to the live work, not to every job the cluster ever ran.
+        nothing, its status stays): leaving it out keeps a session's cost proportional to the
+        live work, not to every job the cluster ever ran.
         """
         pods = self.cache[PODS]
         live_groups: list[JsonDict] = []
-        settled_pods: set[tuple[str, str]] = set()
         settled_per_queue: Counter[str] = Counter()
         for podgroup in self.cache.items(PODGROUPS):
             if deep_get(podgroup, "status", "phase") == "Completed":
                 namespace, name = object_key(podgroup)
-                members = pods.indexed(GROUP_INDEX, f"{namespace}/{name}")
-                if all(deep_get(pod, "status", "phase") in TERMINAL_PHASES for pod in members):
-                    settled_pods.update(object_key(pod) for pod in members)
+                if not pods.indexed(UNFINISHED_INDEX, f"{namespace}/{name}"):
                     settled_per_queue[deep_get(podgroup, "spec", "queue") or "default"] += 1
                     continue
             live_groups.append(podgroup)
-        live_pods = [pod for key, pod in pods.objects.items() if key not in settled_pods]
-        return live_groups, live_pods, settled_per_queue
+        return live_groups, settled_per_queue
 
     async def reconcile(self) -> None:
         self.sessions += 1
         now = self.clock()
-        podgroups, pods, settled = self._settled()
+        podgroups, settled = self._settled()
         index = self.cache[PODS]
         snapshot = Snapshot(
             nodes=self.cache.items(NODES),
-            pods=pods,
+            pods=index.indexed(HOLDING_INDEX, HOLDING),
             podgroups=podgroups,
             queues=self.cache.items(QUEUES),
             priority_classes=self.cache.items(PRIORITY_CLASSES),
@@ -343,3 +346,15 @@ def _group_of(scheduler_name: str, pod: JsonDict) -> list[str]:
     if not group or deep_get(pod, "spec", "schedulerName") != scheduler_name:
         return []
     return [f"{object_key(pod)[0]}/{group}"]
+
+
+def _unfinished_group_of(scheduler_name: str, pod: JsonDict) -> list[str]:
+    """Like `_group_of`, for pods that have not finished: a gang without any has settled."""
+    if deep_get(pod, "status", "phase") in TERMINAL_PHASES:
+        return []
+    return _group_of(scheduler_name, pod)
+
+
+def _holding(pod: JsonDict) -> list[str]:
+    """Pods that hold node resources: all a session needs to know beyond the gangs' own pods."""
+    return [HOLDING] if holds_resources(pod) else []

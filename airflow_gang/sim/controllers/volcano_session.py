@@ -58,7 +58,8 @@ class Snapshot:
     priority_classes: list[JsonDict] = field(default_factory=list)
     tasks_by_group: Mapping[Key, list[JsonDict]] | None = None
     """Each PodGroup's pods (of this scheduler), when the caller keeps them indexed; else the
-    session groups ``pods`` by their group annotation itself."""
+    session groups ``pods`` by their group annotation itself. With it, ``pods`` need only hold
+    the pods that hold node resources (bound, not finished): nothing else reads them."""
 
 
 @dataclass(frozen=True)
