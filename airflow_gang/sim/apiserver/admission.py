@@ -20,11 +20,15 @@ from airflow_gang.sim.apiserver.validation import validate_metadata, validate_me
 JsonDict = dict[str, Any]
 
 
-def decode(info: ResourceInfo, namespace: str, body: Any) -> JsonDict:
-    """A private copy of ``body`` checked against the URL, with schema defaults and pruning."""
+def decode(info: ResourceInfo, namespace: str, body: Any, *, owned: bool = False) -> JsonDict:
+    """A private copy of ``body`` checked against the URL, with schema defaults and pruning.
+
+    ``owned``: the caller hands ``body`` over (parsed from this very request, shared with
+    nothing), so it is edited in place instead of copied.
+    """
     if not isinstance(body, dict):
         raise BadRequest(f"the object provided is unrecognized (must be of type {info.kind})")
-    obj = json_copy(body)
+    obj = body if owned else json_copy(body)
     kind, api_version = obj.setdefault("kind", info.kind), obj.setdefault("apiVersion", info.api_version)
     if kind != info.kind:
         raise BadRequest(f"the kind of the object ({kind}) does not match the expected kind ({info.kind})")

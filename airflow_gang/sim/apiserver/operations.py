@@ -110,8 +110,11 @@ class Api:
 
     # --- create -------------------------------------------------------------------------------
 
-    def create(self, info: ResourceInfo, namespace: str, body: Any, *, dry_run: bool = False) -> JsonDict:
-        obj = admission.decode(info, namespace, body)
+    def create(
+        self, info: ResourceInfo, namespace: str, body: Any, *, dry_run: bool = False, owned: bool = False
+    ) -> JsonDict:
+        """``owned``: ``body`` was parsed for this call alone and may be edited in place."""
+        obj = admission.decode(info, namespace, body, owned=owned)
         meta = obj["metadata"]
         if meta.get("resourceVersion"):
             raise InternalError("resourceVersion should not be set on objects to be created")
@@ -160,10 +163,14 @@ class Api:
         *,
         subresource: str = "",
         dry_run: bool = False,
+        owned: bool = False,
     ) -> JsonDict:
+        """``owned``: ``body`` was parsed for this call alone and may be edited in place."""
         with self.store.lock:
             old = self.get(info, namespace, name)
-            return self._update(info, namespace, name, old, body, subresource=subresource, dry_run=dry_run)
+            return self._update(
+                info, namespace, name, old, body, subresource=subresource, dry_run=dry_run, owned=owned
+            )
 
     def patch(
         self,
@@ -205,8 +212,9 @@ class Api:
         *,
         subresource: str,
         dry_run: bool,
+        owned: bool = False,
     ) -> JsonDict:
-        new = admission.decode(info, namespace, body)
+        new = admission.decode(info, namespace, body, owned=owned)
         meta = new["metadata"]
         if meta.get("name") != name:
             raise BadRequest(

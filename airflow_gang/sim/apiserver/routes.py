@@ -216,7 +216,7 @@ async def post(request: Request, target: Target, state: ServerState) -> Response
         return json_response(bind_pod(state, target.namespace or "", target.name, body), 201)
     if target.name or target.namespace is None:
         raise MethodNotAllowed()
-    created = state.api.create(target.info, target.namespace, body, dry_run=dry_run(request))
+    created = state.api.create(target.info, target.namespace, body, dry_run=dry_run(request), owned=True)
     return object_response(request, target, created, 201)
 
 
@@ -233,6 +233,7 @@ async def put(request: Request, target: Target, state: ServerState) -> Response:
         body,
         subresource=target.subresource,
         dry_run=dry_run(request),
+        owned=True,
     )
     return object_response(request, target, updated)
 

@@ -164,7 +164,7 @@ class _Group:
         """
         return 0 < len(self.tasks) < self.min_member
 
-    @property
+    @cached_property
     def allocated(self) -> Resources:
         return capacity.total(capacity.pod_requests(t) for t in self.tasks if capacity.holds_resources(t))
 
