@@ -189,6 +189,8 @@ class Volcano(Controller):
         # for them. A session restates every waiting gang; only what changed is written, checked
         # here before any coroutine exists (thousands of queued pods would cost a task each).
         for key, status in result.podgroup_status.items():
+            if key in result.unchanged:
+                continue  # its status was written (or is being written) after an earlier session
             if self._podgroup_update(key, status, transition, now)[0] is not None:
                 write = functools.partial(self._write_podgroup, key, status, transition, now)
                 self.status_writes.submit((PODGROUPS, key), write)
@@ -197,7 +199,8 @@ class Volcano(Controller):
                 (QUEUES, name), functools.partial(self._write_queue_status, name, status)
             )
         for (namespace, name), message in result.pod_unschedulable.items():
-            if self._unschedulable_update(namespace, name, message, now)[0] is not None:
+            pod = self.cache.get(PODS, namespace, name)
+            if pod is not None and _not_yet_unschedulable(pod, message):
                 write = functools.partial(self._mark_unschedulable, namespace, name, message, now)
                 self.pod_writes.submit((namespace, name), write)
         for event in result.events:
@@ -262,20 +265,21 @@ class Volcano(Controller):
                 await self.client.replace(PODGROUPS, {**current, "status": new_status})
             )
         except ApiError as error:
-            if error.status not in (404, 409):
+            if error.status not in (404, 409):  # 409: it changed, so the next session decides anew
+                self.memo.forget(key)
                 raise
+        except (aiohttp.ClientError, OSError):
+            self.memo.forget(key)
+            raise
 
     def _unschedulable_update(
         self, namespace: str, name: str, message: str, now: dt.datetime
     ) -> tuple[JsonDict | None, list[JsonDict]]:
         """The pod and its conditions with ``PodScheduled=False``, or (None, []) if already so."""
         pod = self.cache.get(PODS, namespace, name)
-        if pod is None:
+        if pod is None or not _not_yet_unschedulable(pod, message):
             return None, []
         conditions = (pod.get("status") or {}).get("conditions") or []
-        current = next((c for c in conditions if c.get("type") == "PodScheduled"), None)
-        if current and current.get("status") == "False" and current.get("message") == message:
-            return None, []
         condition = {
             "type": "PodScheduled",
             "status": "False",
@@ -358,3 +362,10 @@ def _unfinished_group_of(scheduler_name: str, pod: JsonDict) -> list[str]:
 def _holding(pod: JsonDict) -> list[str]:
     """Pods that hold node resources: all a session needs to know beyond the gangs' own pods."""
     return [HOLDING] if holds_resources(pod) else []
+
+
+def _not_yet_unschedulable(pod: JsonDict, message: str) -> bool:
+    """Whether the pod lacks ``PodScheduled=False`` with this message (a write is due)."""
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    current = next((c for c in conditions if c.get("type") == "PodScheduled"), None)
+    return not (current and current.get("status") == "False" and current.get("message") == message)

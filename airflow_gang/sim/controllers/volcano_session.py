@@ -360,13 +360,13 @@ def run_session(
     groups = _groups(snapshot, config, memo)
     gate = _Enqueue(snapshot, groups, config)
     enqueued: set[Key] = set()
+    rejected: dict[Key, tuple[str, ...]] = {}
     for group in groups:
         if group.phase != "Pending" or group.incomplete:
             continue
         reasons = gate.admit(group)
         if reasons:
-            for reason in reasons:
-                result.events.append(GroupEvent(group.key, "Normal", "Unschedulable", reason))
+            rejected[group.key] = tuple(reasons)
         else:
             enqueued.add(group.key)
 
@@ -409,7 +409,14 @@ def run_session(
             }
 
     _close_all(
-        groups, result, enqueued=enqueued, ready_groups=ready_groups, fit=fit, could_go=could_go, memo=memo
+        groups,
+        result,
+        enqueued=enqueued,
+        rejected=rejected,
+        ready_groups=ready_groups,
+        fit=fit,
+        could_go=could_go,
+        memo=memo,
     )
     result.queue_status = _queue_statuses(snapshot, groups, result)
     return result
@@ -420,21 +427,29 @@ def _close_all(
     result: SessionResult,
     *,
     enqueued: set[Key],
+    rejected: dict[Key, tuple[str, ...]],
     ready_groups: set[Key],
     fit: dict[Key, tuple[int, int, str | None]],
     could_go: dict[Key, dict[Key, str]],
     memo: SessionMemo | None,
 ) -> None:
-    """Every group's status, conditions and events; a group decided as last time reuses them."""
+    """Every group's status, conditions and events; a group decided as last time reuses them
+    (its events, the enqueue gate's rejections included, were recorded then)."""
     for group in groups:
         nodes_for = could_go.get(group.key) or {}
-        enqueued_now, ready = group.key in enqueued, group.key in ready_groups
-        inputs = (enqueued_now, ready, fit[group.key], tuple(sorted(nodes_for.items())))
+        enqueued_now, ready, reasons = (
+            group.key in enqueued,
+            group.key in ready_groups,
+            rejected.get(group.key, ()),
+        )
+        inputs = (enqueued_now, reasons, ready, fit[group.key], tuple(sorted(nodes_for.items())))
         previous = memo.closed.get(group.key) if memo is not None else None
         if previous is not None and previous.inputs[0] is group and previous.inputs[1:] == inputs:
             result.unchanged.add(group.key)
             result.podgroup_status[group.key] = previous.status
             continue
+        for reason in reasons:
+            result.events.append(GroupEvent(group.key, "Normal", "Unschedulable", reason))
         status = _close(group, enqueued_now, ready, fit, result)
         result.podgroup_status[group.key] = status
         if memo is not None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow_gang.sim.controllers.volcano_session import Snapshot, run_session
+from airflow_gang.sim.controllers.volcano_session import SessionMemo, Snapshot, run_session
 
 JsonDict = dict[str, Any]
 
@@ -328,3 +328,33 @@ def test_a_gang_whose_pods_are_still_being_created_is_left_out_of_the_session() 
     # The missing pod arrives: the next session binds the whole gang.
     snapshot = Snapshot(cluster.nodes, pods("partial", 2), [waiting], cluster.queues)
     assert len(run_session(snapshot).bindings) == 2
+
+
+def test_a_memo_reuses_unchanged_gangs_and_decides_a_changed_one_anew() -> None:
+    """SessionMemo: same PodGroup and pod objects, same admission -> same status, no repeated
+    pod conditions or events; a replaced pod object makes its gang count as changed."""
+    snapshot = seed_snapshot(jobs=3)
+    memo = SessionMemo()
+    first = run_session(snapshot, memo=memo)
+    assert first.unchanged == set()
+    assert ("ml", "job-1-master-0") in first.pod_unschedulable
+    waiting_events = [e for e in first.events if e.podgroup == ("ml", "job-1")]
+    assert [e.reason for e in waiting_events] == ["Unschedulable"] * len(waiting_events)
+    assert waiting_events
+
+    # The same cluster state (no binding happened): every gang is decided as before.
+    unbound = Snapshot(snapshot.nodes, snapshot.pods, snapshot.podgroups, snapshot.queues)
+    again = run_session(unbound, memo=memo)
+    assert again.unchanged == {("ml", "job-0"), ("ml", "job-1"), ("ml", "job-2")}
+    assert again.bindings == first.bindings, "placements are decided every session all the same"
+    assert again.podgroup_status[("ml", "job-1")] == first.podgroup_status[("ml", "job-1")]
+    assert not [e for e in again.events if e.podgroup in again.unchanged]
+    assert not [k for k in again.pod_unschedulable if k[1].startswith(("job-1", "job-2"))]
+    assert not [e for e in again.pod_events if e.pod[1].startswith(("job-1", "job-2"))]
+
+    # A pod of job-2 changes (a new object, as the informer stores it): job-2 is decided anew.
+    pods_now = [dict(p) if p["metadata"]["name"] == "job-2-worker-0" else p for p in snapshot.pods]
+    changed = run_session(Snapshot(snapshot.nodes, pods_now, snapshot.podgroups, snapshot.queues), memo=memo)
+    assert ("ml", "job-2") not in changed.unchanged
+    assert ("ml", "job-1") in changed.unchanged
+    assert ("ml", "job-2-worker-0") in changed.pod_unschedulable
