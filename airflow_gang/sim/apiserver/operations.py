@@ -136,14 +136,15 @@ class Api:
                     meta["name"] = objects.generate_name(meta["generateName"])
                     if self.store.get(info.key, namespace, meta["name"]) is not None:
                         continue
-                candidate = json_copy(obj)
+                # A generated name may need another attempt from the same decoded object.
+                candidate = json_copy(obj) if generate else obj
                 candidate["metadata"]["uid"] = _new_uid()
                 admission.mutate("CREATE", info, candidate, None, self.store)
                 admission.check("CREATE", info, candidate, None, self.store)
                 if dry_run:
                     return candidate
                 try:
-                    stored = self.store.commit("ADDED", info.key, candidate)
+                    stored = self.store.commit("ADDED", info.key, candidate, owned=True)
                 except AlreadyStored:
                     if generate:
                         continue
@@ -251,7 +252,9 @@ class Api:
         if dry_run:
             return new
         try:
-            stored = self.store.commit("MODIFIED", info.key, new, expected_rv=old_meta.get("resourceVersion"))
+            stored = self.store.commit(
+                "MODIFIED", info.key, new, expected_rv=old_meta.get("resourceVersion"), owned=True
+            )
         except StaleVersion:
             raise Conflict(info.resource, name) from None
         finalized = self.gc.finalize_if_ready(info, stored)

@@ -139,11 +139,24 @@ class Store:
 
     # --- writes -------------------------------------------------------------------------------
 
-    def commit(self, type_: EventType, key: str, obj: JsonDict, expected_rv: str | None = None) -> JsonDict:
+    def commit(
+        self,
+        type_: EventType,
+        key: str,
+        obj: JsonDict,
+        expected_rv: str | None = None,
+        *,
+        owned: bool = False,
+    ) -> JsonDict:
         """The one write path. ``obj`` is copied; the stored copy (new resourceVersion) is returned.
 
         ADDED requires the object to be absent; MODIFIED and DELETED require it present and,
         if ``expected_rv`` is given, at that resourceVersion.
+
+        ``owned``: the caller built ``obj`` for this write and hands it over; it is kept as it is
+        (only its metadata is copied, to take the new resourceVersion). Its parts may be shared
+        with other stored objects: stored objects are never changed in place, every change is a
+        new object.
         """
         with self.lock:
             meta = obj["metadata"]
@@ -157,7 +170,7 @@ class Store:
                 if expected_rv is not None and current["metadata"].get("resourceVersion") != expected_rv:
                     raise StaleVersion(meta["name"])
             self._rv += 1
-            stored = json_copy(obj)
+            stored = {**obj, "metadata": dict(obj["metadata"])} if owned else json_copy(obj)
             stored["metadata"]["resourceVersion"] = str(self._rv)
             ref = (key, *ident)
             if current is not None:
