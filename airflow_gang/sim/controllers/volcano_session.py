@@ -433,23 +433,22 @@ def _close_all(
     could_go: dict[Key, dict[Key, str]],
     memo: SessionMemo | None,
 ) -> None:
-    """Every group's status, conditions and events; a group decided as last time reuses them
-    (its events, the enqueue gate's rejections included, were recorded then)."""
+    """Every group's status, conditions and events; a group decided as last time reuses them.
+
+    The enqueue gate's rejections are restated for every group: which of them apply moves with
+    the queue's running totals from session to session, and the recorder drops repeats.
+    """
     for group in groups:
+        for reason in rejected.get(group.key, ()):
+            result.events.append(GroupEvent(group.key, "Normal", "Unschedulable", reason))
         nodes_for = could_go.get(group.key) or {}
-        enqueued_now, ready, reasons = (
-            group.key in enqueued,
-            group.key in ready_groups,
-            rejected.get(group.key, ()),
-        )
-        inputs = (enqueued_now, reasons, ready, fit[group.key], tuple(sorted(nodes_for.items())))
+        enqueued_now, ready = group.key in enqueued, group.key in ready_groups
+        inputs = (enqueued_now, ready, fit[group.key], tuple(sorted(nodes_for.items())))
         previous = memo.closed.get(group.key) if memo is not None else None
         if previous is not None and previous.inputs[0] is group and previous.inputs[1:] == inputs:
             result.unchanged.add(group.key)
             result.podgroup_status[group.key] = previous.status
             continue
-        for reason in reasons:
-            result.events.append(GroupEvent(group.key, "Normal", "Unschedulable", reason))
         status = _close(group, enqueued_now, ready, fit, result)
         result.podgroup_status[group.key] = status
         if memo is not None:
