@@ -4,7 +4,8 @@ In one process the API server and every controller share one GIL, so a busy simu
 one core whatever the machine has. `ControllerProcess` hosts the same `ControllerManager` in a
 child interpreter (``python -m airflow_gang.sim.controller_process``): the API server keeps the
 parent's core, the controllers get another. They talk over the loopback listener exactly as they
-do in-process, so nothing else changes.
+do in-process, so nothing else changes. `ControllerProcesses` runs several such children, one per
+group of `ISOLATED_GROUPS` (Volcano alone, then the rest), as `SimCluster` does when asked.
 
 A plain subprocess rather than ``multiprocessing``: spawning re-imports the caller's main module,
 which breaks any script that starts a cluster without an ``if __name__ == "__main__"`` guard.
