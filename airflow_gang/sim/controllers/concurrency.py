@@ -66,9 +66,6 @@ class BackgroundWrites:
         self._in_flight[key] = task
         task.add_done_callback(lambda done: self._finished(key, done))
 
-    def pending(self) -> int:
-        return len(self._in_flight) + len(self._next)
-
     async def _gated(self, write: Callable[[], Coroutine[Any, Any, None]]) -> None:
         async with self._gate:
             await write()

@@ -272,14 +272,10 @@ class Volcano(Controller):
             self.memo.forget(key)
             raise
 
-    def _unschedulable_update(
-        self, namespace: str, name: str, message: str, now: dt.datetime
-    ) -> tuple[JsonDict | None, list[JsonDict]]:
-        """The pod and its conditions with ``PodScheduled=False``, or (None, []) if already so."""
-        pod = self.cache.get(PODS, namespace, name)
-        if pod is None or not _not_yet_unschedulable(pod, message):
-            return None, []
-        conditions = (pod.get("status") or {}).get("conditions") or []
+    async def _mark_unschedulable(self, namespace: str, name: str, message: str, now: dt.datetime) -> None:
+        pod = self.cache.get(PODS, namespace, name)  # as cached now, not as the session saw it
+        if pod is None or deep_get(pod, "spec", "nodeName") or not _not_yet_unschedulable(pod, message):
+            return  # gone, bound since the session decided, or already marked
         condition = {
             "type": "PodScheduled",
             "status": "False",
@@ -288,12 +284,8 @@ class Volcano(Controller):
             "lastTransitionTime": rfc3339(now),
             "lastProbeTime": None,
         }
-        return pod, [*(c for c in conditions if c.get("type") != "PodScheduled"), condition]
-
-    async def _mark_unschedulable(self, namespace: str, name: str, message: str, now: dt.datetime) -> None:
-        pod, conditions = self._unschedulable_update(namespace, name, message, now)  # as cached now
-        if pod is None or deep_get(pod, "spec", "nodeName"):
-            return  # bound since the session decided: it is not unschedulable any more
+        current = deep_get(pod, "status", "conditions") or []
+        conditions = [*(c for c in current if c.get("type") != "PodScheduled"), condition]
         # The resourceVersion makes it a compare-and-swap, as vc-scheduler's UpdateStatus is: a
         # pod the kubelet or a binding changed meanwhile is left for the next session to judge.
         body = {
