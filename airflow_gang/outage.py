@@ -65,6 +65,53 @@ class OutageStep(NamedTuple):
 
 
 @dataclass
+class Episode:
+    """A run of consecutive failures of one thing: since when, how many, and when to say so.
+
+    `failed` counts a failure and answers whether to log a WARNING now: at the first failure of
+    an episode, then as a reminder once ``reminder_every`` seconds passed since the last one.
+    `recovered` ends the episode, so the next failure starts (and warns about) a new one. The
+    API outages of a wait (`Outage`) and the trigger's failing watches
+    (`airflow_gang.triggers.list_watch.WatchTrouble`) both report through one.
+    """
+
+    reminder_every: float = REMINDER_SECONDS
+    clock: Callable[[], float] = time.monotonic
+    since: float | None = field(default=None, init=False)
+    since_wall: dt.datetime | None = field(default=None, init=False)
+    failures: int = field(default=0, init=False)
+    _warned_at: float | None = field(default=None, init=False)
+
+    @property
+    def active(self) -> bool:
+        return self.since is not None
+
+    def seconds(self) -> float:
+        """How long the current episode has lasted (0 when there is none)."""
+        return 0.0 if self.since is None else self.clock() - self.since
+
+    def failed(self) -> bool:
+        """Count one failure; whether to log a WARNING for it (first of the episode, or reminder)."""
+        now = self.clock()
+        if self.since is None:
+            self.since, self.since_wall, self.failures, self._warned_at = now, _utc_now(), 0, None
+        self.failures += 1
+        if self._warned_at is None or now - self._warned_at >= self.reminder_every:
+            self._warned_at = now
+            return True
+        return False
+
+    def recovered(self) -> bool:
+        """End the episode; whether there was one."""
+        if self.since is None:
+            return False
+        self.since = self.since_wall = None
+        self.failures = 0
+        self._warned_at = None
+        return True
+
+
+@dataclass
 class Outage:
     """The state of one wait's API outage episodes.
 
@@ -81,53 +128,53 @@ class Outage:
     max_delay: float = 10.0
     reminder_every: float = REMINDER_SECONDS
     clock: Callable[[], float] = time.monotonic
-    since: float | None = field(default=None, init=False)
-    since_wall: dt.datetime | None = field(default=None, init=False)
-    failures: int = field(default=0, init=False)
     last_error: str = field(default="", init=False)
-    _warned_at: float | None = field(default=None, init=False)
+    episode: Episode = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.episode = Episode(self.reminder_every, self.clock)
 
     @property
     def active(self) -> bool:
-        return self.since is not None
+        return self.episode.active
+
+    @property
+    def failures(self) -> int:
+        return self.episode.failures
 
     def seconds(self) -> float:
         """How long the current episode has lasted (0 when the API is reachable)."""
-        return 0.0 if self.since is None else self.clock() - self.since
+        return self.episode.seconds()
 
     def failed(self, error: BaseException) -> OutageStep:
-        now = self.clock()
-        if self.since is None:
-            self.since, self.since_wall, self.failures, self._warned_at = now, _utc_now(), 0, None
-        self.failures += 1
+        warn = self.episode.failed()
         self.last_error = str(error)
-        elapsed = now - self.since
+        elapsed = self.episode.seconds()
         exceeded = self.timeout is not None and elapsed >= self.timeout
-        base = min(self.max_delay, self.initial_delay * 2.0 ** min(self.failures - 1, 16))
+        failures = self.episode.failures
+        base = min(self.max_delay, self.initial_delay * 2.0 ** min(failures - 1, 16))
         delay = base / 2 + random.uniform(0, base / 2)
         if self.timeout is not None:
             delay = max(0.0, min(delay, self.timeout - elapsed))
         warning = None
-        if self._warned_at is None or now - self._warned_at >= self.reminder_every:
-            self._warned_at = now
+        if warn:
             limit = "forever" if self.timeout is None else f"up to {self.timeout:.0f}s"
             warning = (
                 f"Kubernetes API unavailable while waiting for {self.what} since "
-                f"{self.since_wall:%Y-%m-%dT%H:%M:%SZ} ({elapsed:.0f}s, {self.failures} failed looks; "
+                f"{self.episode.since_wall:%Y-%m-%dT%H:%M:%SZ} ({elapsed:.0f}s, {failures} failed looks; "
                 f"last: {error}); nothing is deleted, the wait goes on {limit} (api_unavailable_timeout)"
             )
         return OutageStep(delay, warning, exceeded)
 
     def recovered(self) -> str | None:
         """End the episode; the line to log if there was one."""
-        if self.since is None:
+        if not self.episode.active:
             return None
         message = (
             f"Kubernetes API reachable again after {self.seconds():.0f}s ({self.failures} failed looks); "
             f"waiting for {self.what} goes on"
         )
-        self.since = self.since_wall = None
-        self.failures = 0
+        self.episode.recovered()
         return message
 
     def unavailable(self, *, name: str | None = None, namespace: str | None = None) -> GangApiUnavailable:

@@ -9,10 +9,12 @@ trigger polls: `ChangeFeed.healthy` tells it whether it may rely on the watches.
 from __future__ import annotations
 
 import asyncio
+import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Literal
 
 from airflow_gang.outage import OutageLog
-from airflow_gang.triggers.list_watch import ListWatch
+from airflow_gang.triggers.list_watch import ListWatch, WatchTrouble
 
 if TYPE_CHECKING:
     from airflow_gang.hooks.gang_async import AsyncGangJobHook
@@ -29,10 +31,18 @@ class ChangeFeed:
     :param namespace: their namespace.
     :param with_podgroup: also follow the PodGroup (not with ``gang_scheduling="disabled"``).
     :param log: where watch failures are reported.
+    :param clock: monotonic seconds, for the reminders while a watch fails (tests pass a fake).
     """
 
     def __init__(
-        self, hook: AsyncGangJobHook, name: str, namespace: str, *, with_podgroup: bool, log: OutageLog
+        self,
+        hook: AsyncGangJobHook,
+        name: str,
+        namespace: str,
+        *,
+        with_podgroup: bool,
+        log: OutageLog,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.hook = hook
         self.name = name
@@ -46,6 +56,12 @@ class ChangeFeed:
         if with_podgroup:
             self._selectors["podgroup"] = (f"metadata.name={name}", None)
         self._watching: dict[WatchedKind, bool] = dict.fromkeys(self._selectors, False)
+        self.trouble = {
+            kind: WatchTrouble(
+                log, f"watch of {kind} for {namespace}/{name}", "polling until it is back", clock=clock
+            )
+            for kind in self._selectors
+        }
         self._tasks: list[asyncio.Task[None]] = []
 
     @property
@@ -67,22 +83,16 @@ class ChangeFeed:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks = []
 
+    def failed(self, kind: WatchedKind, error: Exception) -> None:
+        """A watch of ``kind`` failed: say so (once per episode, reminders), and look now."""
+        self.trouble[kind].failed(error)
+        self.changed.set()  # a look now: the watch may have missed a change
+
     async def _follow(self, kind: WatchedKind) -> None:
         field, label = self._selectors[kind]
 
         def watching(on: bool) -> None:
             self._watching[kind] = on
-
-        def failed(failures: int, error: Exception) -> None:
-            if failures == 1:
-                self.log.warning(
-                    "watch of %s for %s/%s failed (%s); polling until it is back",
-                    kind,
-                    self.namespace,
-                    self.name,
-                    error,
-                )
-            self.changed.set()  # a look now: the watch may have missed a change
 
         await ListWatch(
             self.hook,
@@ -94,7 +104,7 @@ class ChangeFeed:
             on_list=lambda _items: self.changed.set(),
             on_event=lambda _type, _obj: self.changed.set(),
             on_watching=watching,
-            on_failure=failed,
-            on_back=lambda: self.log.info("watch of %s for %s/%s is back", kind, self.namespace, self.name),
+            on_failure=lambda _failures, error: self.failed(kind, error),
+            on_back=self.trouble[kind].back,
             relist_after_failure=True,
         ).run()

@@ -4,19 +4,23 @@ List (for a resourceVersion and the current objects), then watch from there, res
 last event's or bookmark's version when the server ends the stream, and listing again after
 ``410 Gone`` — at once the first time, then more slowly, so a server answering 410 to every
 fresh version cannot spin the loop. Any other failure is retried with capped, jittered
-backoff; what a failure means (a WARNING, polling meanwhile) is the owner's to decide through
-the callbacks, and nothing but cancellation ends the loop.
+backoff; what a failure means (polling meanwhile) is the owner's to decide through the
+callbacks, and nothing but cancellation ends the loop. `WatchTrouble` is how owners say it: a
+WARNING once per episode of failures, a reminder every few minutes while it lasts, an INFO when
+the watch is back.
 """
 
 from __future__ import annotations
 
 import asyncio
 import random
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from airflow_gang.exceptions import GangApiError
+from airflow_gang.outage import REMINDER_SECONDS, Episode, OutageLog
 
 if TYPE_CHECKING:
     from airflow_gang.hooks.gang_async import AsyncGangJobHook
@@ -28,6 +32,52 @@ RETRY_MAX_SECONDS = 30.0
 
 def _ignore(*_: object) -> None:
     return None
+
+
+class WatchTrouble:
+    """What the log says about one failing watch: once per episode, a reminder while it lasts.
+
+    The first failure of an episode logs ``<what> failed (<error>); <meanwhile>`` at WARNING;
+    while failures go on, ``<what> still failing ...`` is logged again every ``reminder_every``
+    seconds (`airflow_gang.outage.Episode`, as for the waits' API outages); `back` ends the
+    episode with an INFO, and the next failure warns again.
+
+    :param what: the watch, e.g. ``watch of pod for ml/train-1``.
+    :param meanwhile: what happens while it fails, e.g. ``polling until it is back``.
+    """
+
+    def __init__(
+        self,
+        log: OutageLog,
+        what: str,
+        meanwhile: str,
+        *,
+        reminder_every: float = REMINDER_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.log = log
+        self.what = what
+        self.meanwhile = meanwhile
+        self.episode = Episode(reminder_every, clock)
+
+    def failed(self, error: Exception) -> None:
+        if not self.episode.failed():
+            return
+        if self.episode.failures == 1:
+            self.log.warning("%s failed (%s); %s", self.what, error, self.meanwhile)
+        else:
+            self.log.warning(
+                "%s still failing after %.0fs (%d failures; last: %s); %s",
+                self.what,
+                self.episode.seconds(),
+                self.episode.failures,
+                error,
+                self.meanwhile,
+            )
+
+    def back(self) -> None:
+        if self.episode.recovered():
+            self.log.info("%s is back", self.what)
 
 
 @dataclass

@@ -15,8 +15,9 @@ Kubernetes controllers use:
   wakes those whose objects changed); a follower failing or coming back wakes every trigger,
   since their way of looking changes (`healthy`: cache or polling);
 - one API client for all of it (the first trigger's hook, with its connection looked up once);
-- its own log lines (a watch failing or back) in the triggerer's log: the cache outlives the
-  trigger that started it, so they cannot go to that trigger's task log;
+- its own log lines (a watch failing, once per episode with a reminder every few minutes, or
+  back) in the triggerer's log: the cache outlives the trigger that started it, so they cannot
+  go to that trigger's task log;
 - reference counting: the first trigger starts the cache, the last one leaving stops it after
   `LINGER_SECONDS`, so a task that re-defers does not restart the watches.
 
@@ -30,6 +31,7 @@ import asyncio
 import contextvars
 import json
 import logging
+import time
 import weakref
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -37,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_gang.naming import MANAGED_BY_LABEL, MANAGED_BY_VALUE
 from airflow_gang.outage import OutageLog
-from airflow_gang.triggers.list_watch import ListWatch
+from airflow_gang.triggers.list_watch import ListWatch, WatchTrouble
 
 if TYPE_CHECKING:
     from airflow_gang.hooks.gang_async import AsyncGangJobHook
@@ -88,6 +90,12 @@ class _Follower:
         # Only ever True after a list: a watch starts from a listed resourceVersion.
         self.watching = False
         self.loop: ListWatch | None = None
+        self.trouble = WatchTrouble(
+            cache.log,
+            f"shared watch of {kind} in {cache.namespace}",
+            "its triggers poll until it is back",
+            clock=cache.clock,
+        )
 
     @property
     def lists(self) -> int:
@@ -109,19 +117,14 @@ class _Follower:
             on_event=self._apply,
             on_watching=self._set_watching,
             on_failure=self._failed,
-            on_back=lambda: cache.log.info("shared watch of %s in %s is back", self.kind, cache.namespace),
+            on_back=self.trouble.back,
         )
         await self.loop.run()
 
     def _failed(self, failures: int, error: Exception) -> None:
+        """Wake the triggers to poll; say so once per episode, with reminders (`WatchTrouble`)."""
         self.cache.follower_failed()
-        if failures == 1:
-            self.cache.log.warning(
-                "shared watch of %s in %s failed (%s); its triggers poll until it is back",
-                self.kind,
-                self.cache.namespace,
-                error,
-            )
+        self.trouble.failed(error)
 
     def _set_watching(self, watching: bool) -> None:
         if watching != self.watching:
@@ -191,12 +194,18 @@ class WatchCache:
     """
 
     def __init__(
-        self, key: tuple[str, str], hook: AsyncGangJobHook, namespace: str, logger: OutageLog = log
+        self,
+        key: tuple[str, str],
+        hook: AsyncGangJobHook,
+        namespace: str,
+        logger: OutageLog = log,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.key = key
         self.hook = hook
         self.namespace = namespace
         self.log = logger
+        self.clock = clock  # for the reminders while a follower fails (tests pass a fake)
         self.followers = {kind: _Follower(self, kind) for kind in SELECTORS}
         self.subscribers: dict[str, set[Subscription]] = {}
         self.users = 0
