@@ -44,7 +44,7 @@ from airflow_gang.hooks.kinds import (
     owner_reference_patch,
 )
 from airflow_gang.hooks.pods import JobPodsMixin, read_json
-from airflow_gang.hooks.retrying import REQUEST_TIMEOUT, RetryPolicy, call_with_retries
+from airflow_gang.hooks.retrying import RetryPolicy, call_with_retries
 
 __all__ = ["REQUIRED_PERMISSIONS", "AsyncGangJobHook", "GangJobHook"]
 
@@ -107,7 +107,12 @@ class GangJobHook(JobPodsMixin, KubernetesHook):
         created: JsonDict = self._call(
             request,
             lambda: self.custom_object_client.create_namespaced_custom_object(
-                kind.group, kind.version, namespace, kind.plural, body, _request_timeout=REQUEST_TIMEOUT
+                kind.group,
+                kind.version,
+                namespace,
+                kind.plural,
+                body,
+                _request_timeout=self.retry_policy.request_timeout(),
             ),
         )
         self.log.info(
@@ -119,7 +124,12 @@ class GangJobHook(JobPodsMixin, KubernetesHook):
         return self._call_or_none(
             ApiRequest("get", kind.resource, name, namespace),
             lambda: self.custom_object_client.get_namespaced_custom_object(
-                kind.group, kind.version, namespace, kind.plural, name, _request_timeout=REQUEST_TIMEOUT
+                kind.group,
+                kind.version,
+                namespace,
+                kind.plural,
+                name,
+                _request_timeout=self.retry_policy.request_timeout(),
             ),
         )
 
@@ -128,7 +138,12 @@ class GangJobHook(JobPodsMixin, KubernetesHook):
         listed: JsonDict = self._call(
             ApiRequest("list", kind.resource, None, namespace),
             lambda: self.custom_object_client.list_namespaced_custom_object(
-                kind.group, kind.version, namespace, kind.plural, _request_timeout=REQUEST_TIMEOUT, **selector
+                kind.group,
+                kind.version,
+                namespace,
+                kind.plural,
+                _request_timeout=self.retry_policy.request_timeout(),
+                **selector,
             ),
         )
         return list(listed.get("items") or [])
@@ -144,7 +159,7 @@ class GangJobHook(JobPodsMixin, KubernetesHook):
                 kind.plural,
                 name,
                 body=options,
-                _request_timeout=REQUEST_TIMEOUT,
+                _request_timeout=self.retry_policy.request_timeout(),
             ),
         )
         if deleted is not None:
@@ -224,7 +239,7 @@ class GangJobHook(JobPodsMixin, KubernetesHook):
                 name,
                 patch,
                 _content_type="application/merge-patch+json",
-                _request_timeout=REQUEST_TIMEOUT,
+                _request_timeout=self.retry_policy.request_timeout(),
             ),
         )
 
@@ -269,7 +284,7 @@ class GangJobHook(JobPodsMixin, KubernetesHook):
                 name,
                 patch,
                 _content_type="application/merge-patch+json",
-                _request_timeout=REQUEST_TIMEOUT,
+                _request_timeout=self.retry_policy.request_timeout(),
             ),
         )
 
@@ -290,7 +305,11 @@ class GangJobHook(JobPodsMixin, KubernetesHook):
         return self._call_or_none(
             ApiRequest("get", QUEUES.resource, name, None),
             lambda: self.custom_object_client.get_cluster_custom_object(
-                QUEUES.group, QUEUES.version, QUEUES.plural, name, _request_timeout=REQUEST_TIMEOUT
+                QUEUES.group,
+                QUEUES.version,
+                QUEUES.plural,
+                name,
+                _request_timeout=self.retry_policy.request_timeout(),
             ),
         )
 
@@ -307,7 +326,10 @@ class GangJobHook(JobPodsMixin, KubernetesHook):
         listed: JsonDict = self._call(
             ApiRequest("list", QUEUES.resource, None, None),
             lambda: self.custom_object_client.list_cluster_custom_object(
-                QUEUES.group, QUEUES.version, QUEUES.plural, _request_timeout=REQUEST_TIMEOUT
+                QUEUES.group,
+                QUEUES.version,
+                QUEUES.plural,
+                _request_timeout=self.retry_policy.request_timeout(),
             ),
         )
         return list(listed.get("items") or [])
@@ -325,7 +347,10 @@ class GangJobHook(JobPodsMixin, KubernetesHook):
         listed = self._get_json(
             ApiRequest("list", PODS.resource, None, namespace),
             lambda: self.core_v1_client.list_namespaced_pod(
-                namespace, _preload_content=False, _request_timeout=REQUEST_TIMEOUT, **selector
+                namespace,
+                _preload_content=False,
+                _request_timeout=self.retry_policy.request_timeout(),
+                **selector,
             ),
         )
         return list(listed.get("items") or [])
@@ -342,7 +367,7 @@ class GangJobHook(JobPodsMixin, KubernetesHook):
         listed = self._get_json(
             ApiRequest("list", EVENTS.resource, None, namespace),
             lambda: self.core_v1_client.list_namespaced_event(
-                namespace, _preload_content=False, _request_timeout=REQUEST_TIMEOUT
+                namespace, _preload_content=False, _request_timeout=self.retry_policy.request_timeout()
             ),
         )
         return list(listed.get("items") or [])
@@ -371,7 +396,7 @@ class GangJobHook(JobPodsMixin, KubernetesHook):
     def _api_resources(self, group: str, version: str) -> JsonDict:
         listed: JsonDict = read_json(
             self.custom_object_client.get_api_resources(
-                group, version, _preload_content=False, _request_timeout=REQUEST_TIMEOUT
+                group, version, _preload_content=False, _request_timeout=self.retry_policy.request_timeout()
             )
         )
         return listed
@@ -429,7 +454,7 @@ class GangJobHook(JobPodsMixin, KubernetesHook):
             field_selector=f"metadata.name={name}",
             resource_version=metadata.get("resourceVersion"),
             timeout_seconds=max(1, int(seconds)),
-            _request_timeout=max(1.0, seconds) + WATCH_TIMEOUT_SLACK,
+            _request_timeout=self.retry_policy.request_timeout(max(1.0, seconds) + WATCH_TIMEOUT_SLACK),
         )
         for event in stream:
             if event.get("type") == "ERROR":

@@ -47,7 +47,7 @@ from airflow_gang.hooks.kinds import (
     Kind,
     WatchKind,
 )
-from airflow_gang.hooks.retrying import CONNECTION_ERRORS, REQUEST_TIMEOUT, RetryPolicy, acall_with_retries
+from airflow_gang.hooks.retrying import CONNECTION_ERRORS, RetryPolicy, acall_with_retries
 
 T = TypeVar("T")
 JsonDict = dict[str, Any]
@@ -145,7 +145,12 @@ class AsyncGangJobHook(AsyncKubernetesHook):
         return await self._call_or_none(
             ApiRequest("get", kind.resource, name, namespace),
             lambda api: CustomObjectsApi(api).get_namespaced_custom_object(
-                kind.group, kind.version, namespace, kind.plural, name, _request_timeout=REQUEST_TIMEOUT
+                kind.group,
+                kind.version,
+                namespace,
+                kind.plural,
+                name,
+                _request_timeout=self.retry_policy.request_timeout(),
             ),
         )
 
@@ -162,7 +167,7 @@ class AsyncGangJobHook(AsyncKubernetesHook):
                 kind.plural,
                 name,
                 body=options,
-                _request_timeout=REQUEST_TIMEOUT,
+                _request_timeout=self.retry_policy.request_timeout(),
             ),
         )
         if deleted is not None:
@@ -171,7 +176,9 @@ class AsyncGangJobHook(AsyncKubernetesHook):
 
     async def _list(self, kind: Kind, namespace: str, **params: Any) -> JsonDict:
         async def listed(api: ApiClient) -> JsonDict:
-            response = await _list_call(api, kind, namespace, _request_timeout=REQUEST_TIMEOUT, **params)
+            response = await _list_call(
+                api, kind, namespace, _request_timeout=self.retry_policy.request_timeout(), **params
+            )
             parsed: JsonDict = json.loads(await _read_body(response))
             return parsed
 
@@ -201,7 +208,11 @@ class AsyncGangJobHook(AsyncKubernetesHook):
         return await self._call_or_none(
             ApiRequest("get", QUEUES.resource, name, None),
             lambda api: CustomObjectsApi(api).get_cluster_custom_object(
-                QUEUES.group, QUEUES.version, QUEUES.plural, name, _request_timeout=REQUEST_TIMEOUT
+                QUEUES.group,
+                QUEUES.version,
+                QUEUES.plural,
+                name,
+                _request_timeout=self.retry_policy.request_timeout(),
             ),
         )
 
@@ -262,7 +273,7 @@ class AsyncGangJobHook(AsyncKubernetesHook):
                 container=container,
                 tail_lines=tail_lines,  # type: ignore[arg-type]  # None leaves the parameter out
                 _preload_content=False,
-                _request_timeout=REQUEST_TIMEOUT,
+                _request_timeout=self.retry_policy.request_timeout(),
             )
             # With _preload_content=False the "str" the stubs promise is the raw aiohttp response.
             return (await _read_body(cast(aiohttp.ClientResponse, response))).decode(

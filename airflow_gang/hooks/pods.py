@@ -17,7 +17,7 @@ from kubernetes.watch.watch import iter_resp_lines
 from airflow_gang.gang_state import JOB_NAME_LABEL
 from airflow_gang.hooks.errors import ApiRequest, unreachable_error
 from airflow_gang.hooks.kinds import EVENTS, POD_LOG_RESOURCE, PODS
-from airflow_gang.hooks.retrying import CONNECTION_ERRORS, REQUEST_TIMEOUT
+from airflow_gang.hooks.retrying import CONNECTION_ERRORS, RetryPolicy
 
 if TYPE_CHECKING:
     from kubernetes.client import CoreV1Api
@@ -42,6 +42,7 @@ class JobPodsMixin:
     """Pods, events and logs of a PyTorchJob, for `GangJobHook`."""
 
     if TYPE_CHECKING:
+        retry_policy: RetryPolicy
 
         @property
         def core_v1_client(self) -> CoreV1Api: ...
@@ -63,7 +64,7 @@ class JobPodsMixin:
                 namespace,
                 label_selector=f"{JOB_NAME_LABEL}={name}",
                 _preload_content=False,
-                _request_timeout=REQUEST_TIMEOUT,
+                _request_timeout=self.retry_policy.request_timeout(),
             ),
         )
         return list(listed.get("items") or [])
@@ -80,7 +81,7 @@ class JobPodsMixin:
                 namespace,
                 field_selector=f"involvedObject.name={involved_name}",
                 _preload_content=False,
-                _request_timeout=REQUEST_TIMEOUT,
+                _request_timeout=self.retry_policy.request_timeout(),
             ),
         )
         return list(listed.get("items") or [])
@@ -112,7 +113,7 @@ class JobPodsMixin:
                 tail_lines=tail_lines,
                 since_seconds=since_seconds,
                 _preload_content=False,
-                _request_timeout=REQUEST_TIMEOUT,
+                _request_timeout=self.retry_policy.request_timeout(),
             )
             try:
                 return str(response.data.decode("utf-8", errors="replace"))

@@ -17,6 +17,7 @@ cannot drift between the worker and the triggerer.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import random
 import ssl
 import time
@@ -46,6 +47,9 @@ class RetryLog(Protocol):
 # Seconds for one request, connect to last byte: generous for a loaded API server, finite so a
 # dead connection surfaces as a retryable error instead of a stuck worker or triggerer.
 REQUEST_TIMEOUT = 30.0
+# The shortest timeout a request gets under a policy's ``deadline`` (a request started just before
+# it must still be able to connect).
+MIN_REQUEST_TIMEOUT = 0.5
 TRANSIENT_STATUSES = frozenset({429, 500, 502, 503, 504})
 API_EXCEPTIONS: tuple[type[Exception], ...] = (SyncApiException, AsyncApiException)
 # urllib3 (sync client) and aiohttp (async client) failures below HTTP, plus the builtins
@@ -77,6 +81,20 @@ class RetryPolicy:
     # Log each retry at DEBUG instead of WARNING: for callers that report outages themselves
     # (the waits: once per episode, `airflow_gang.outage`), not a line per retry.
     quiet: bool = False
+    # A `time.monotonic` moment no call under this policy may outlast (bounded cleanups such as
+    # ``on_kill``): each request's timeout is cut to the time left, and no retry starts after it.
+    # Without it a hung API server holds one call for ``attempts`` x `REQUEST_TIMEOUT`.
+    deadline: float | None = None
+
+    def within(self, seconds: float) -> RetryPolicy:
+        """This policy, with every call ending within ``seconds`` from now."""
+        return dataclasses.replace(self, deadline=time.monotonic() + seconds)
+
+    def request_timeout(self, preferred: float = REQUEST_TIMEOUT) -> float:
+        """The timeout of one request: ``preferred``, cut to the time left before ``deadline``."""
+        if self.deadline is None:
+            return preferred
+        return max(MIN_REQUEST_TIMEOUT, min(preferred, self.deadline - time.monotonic()))
 
     def delay(self, attempt: int, error: BaseException) -> float:
         """Seconds to wait after failed attempt number ``attempt`` (1-based)."""
@@ -125,10 +143,14 @@ def final_error(error: BaseException, request: ApiRequest, attempt: int) -> Gang
 
 
 def next_delay(error: BaseException, request: ApiRequest, attempt: int, policy: RetryPolicy) -> float:
-    """Seconds to wait before retrying, or raise the provider exception if this is final."""
+    """Seconds to wait before retrying, or raise the provider exception if this is final
+    (not transient, out of attempts, or the retry would start after the policy's ``deadline``)."""
     if not is_transient(error) or attempt >= policy.attempts:
         raise final_error(error, request, attempt) from error
-    return policy.delay(attempt, error)
+    delay = policy.delay(attempt, error)
+    if policy.deadline is not None and time.monotonic() + delay >= policy.deadline:
+        raise final_error(error, request, attempt) from error
+    return delay
 
 
 def _describe(error: BaseException) -> str:

@@ -6,20 +6,25 @@ end. Never because the API could not be read (`airflow_gang.outage`).
 
 A delete is uid-guarded (a same-named object of another try or another owner answers 409 and
 is left alone), Foreground (the job stays until its pods and its blocking-owned PodGroup are
-gone) and confirmed by a watch, with a one-second poll only when the watch fails. It is bounded:
-`kill_budget_seconds` keeps ``on_kill`` inside Airflow's kill grace period.
+gone) and confirmed by a watch, with a one-second poll only when the watch fails. It is bounded,
+also against an API server that accepts connections and never answers: no request outlasts the
+budget (`RetryPolicy.within`), no call starts after it, and `kill_budget_seconds` keeps
+``on_kill`` inside Airflow's kill grace period.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from airflow_gang.exceptions import GangApiError, GangApiUnavailable
 from airflow_gang.gang_state import owned_by
 from airflow_gang.hooks.gang import GangJobHook
 from airflow_gang.outage import Outage, ride_out
+
+T = TypeVar("T")
 
 JsonDict = dict[str, Any]
 log = logging.getLogger(__name__)
@@ -51,29 +56,46 @@ def delete_gang(
     """Delete the job of ``uid`` and its PodGroup and wait until they and their pods are gone.
 
     Returns whether that was confirmed within ``timeout``; an outage during the delete is ridden
-    out within the same budget. Raises `GangApiError` only for a refusal (403...).
+    out within the same budget, and a request that hangs is cut at its end (returns False). Raises
+    `GangApiError` only for a refusal (403...).
 
     :param reason: why (for the log line a user reads: "admission timeout", "task killed"...).
     """
-    started = time.monotonic()
+    deadline = time.monotonic() + timeout
     outage = Outage(f"the deletion of PyTorchJob {namespace}/{name}", timeout=timeout)
     logger.info("deleting PyTorchJob %s/%s and its PodGroup (%s)", namespace, name, reason)
 
     def remaining() -> float:
-        return max(0.0, timeout - (time.monotonic() - started))
+        return max(0.0, deadline - time.monotonic())
+
+    def in_time(call: Callable[[], T]) -> Callable[[], T]:
+        def bounded() -> T:
+            if remaining() <= 0:  # no call starts once the budget is spent
+                raise GangApiUnavailable(
+                    f"no time left to delete PyTorchJob {namespace}/{name}",
+                    unavailable_seconds=outage.seconds(),
+                    last_error=outage.last_error,
+                )
+            return call()
+
+        return bounded
+
+    def ride(call: Callable[[], T]) -> T:
+        return ride_out(
+            in_time(call), outage, logger, sleep=lambda seconds: time.sleep(min(seconds, remaining()))
+        )
 
     try:
-        ride_out(lambda: _delete_job(hook, name, namespace, uid), outage, logger)
-        ride_out(lambda: _delete_podgroup(hook, name, namespace, uid), outage, logger)
-        gone = ride_out(
-            lambda: (
-                hook.wait_gone("pytorchjob", name, namespace, uid=uid, timeout=remaining())
-                and hook.wait_gone("podgroup", name, namespace, timeout=remaining())
-                and _pods_gone(hook, name, namespace, remaining())
-            ),
-            outage,
-            logger,
-        )
+        with hook.retries(hook.retry_policy.within(timeout)):
+            ride(lambda: _delete_job(hook, name, namespace, uid))
+            ride(lambda: _delete_podgroup(hook, name, namespace, uid))
+            gone = ride(
+                lambda: (
+                    hook.wait_gone("pytorchjob", name, namespace, uid=uid, timeout=remaining())
+                    and hook.wait_gone("podgroup", name, namespace, timeout=remaining())
+                    and _pods_gone(hook, name, namespace, remaining())
+                )
+            )
     except GangApiUnavailable:
         gone = False
     if not gone:

@@ -2,7 +2,8 @@
 
 The asynchronous twin of `airflow_gang.operators.cleanup.delete_gang`, with the same rules:
 uid-guarded Foreground deletes, a PodGroup another job owns is left alone, confirmation by a
-watch (a one-second poll only while watches fail), an outage ridden out within the budget.
+watch (a one-second poll only while watches fail), an outage ridden out within the budget, and
+the budget kept also when a request hangs (the whole deletion runs under ``asyncio.timeout``).
 It imports no Kubernetes client (the hook arrives as an argument), so the trigger module that
 the triggerer imports on its event loop stays light.
 """
@@ -32,7 +33,10 @@ async def delete_gang(
     timeout: float,
     log: OutageLog,
 ) -> bool:
-    """Delete the job of ``uid`` and its PodGroup; whether all was confirmed gone within ``timeout``."""
+    """Delete the job of ``uid`` and its PodGroup; whether all was confirmed gone within ``timeout``.
+
+    Never runs longer than ``timeout`` (a hung request is cancelled at its end: False).
+    """
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     outage = Outage(f"the deletion of PyTorchJob {namespace}/{name}", timeout=timeout)
@@ -74,9 +78,10 @@ async def delete_gang(
         return True
 
     try:
-        await aride_out(delete_job, outage, log)
-        if gang_scheduling != "disabled":
-            await aride_out(delete_podgroup, outage, log)
-        return await aride_out(confirmed, outage, log)
-    except GangApiUnavailable:
+        async with asyncio.timeout(timeout):
+            await aride_out(delete_job, outage, log)
+            if gang_scheduling != "disabled":
+                await aride_out(delete_podgroup, outage, log)
+            return await aride_out(confirmed, outage, log)
+    except (GangApiUnavailable, TimeoutError):
         return False

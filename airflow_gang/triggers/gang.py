@@ -60,7 +60,10 @@ WatchMode = Literal["shared", "per_trigger", "poll"]
 WATCH_MODES: tuple[WatchMode, ...] = ("shared", "per_trigger", "poll")
 # How long a trigger waits for a new shared cache's lists and watches before it looks with GETs.
 CACHE_SYNC_SECONDS = 10.0
+# How long the deletion after an admission timeout may take to be confirmed.
 _DELETE_CONFIRM_SECONDS = 60.0
+# Left of Airflow's ``[triggerer] on_kill_timeout`` for the triggerer to log and move on.
+ON_KILL_MARGIN_SECONDS = 5.0
 # While every watch works, the objects are read again this often anyway (an informer's resync):
 # a safety net, not the way changes arrive.
 RESYNC_SECONDS = 300.0
@@ -68,6 +71,19 @@ RESYNC_SECONDS = 300.0
 
 def utc_now() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
+
+
+def on_kill_budget_seconds() -> float:
+    """Seconds `GangJobTrigger.on_kill` may spend: ``[triggerer] on_kill_timeout`` less a margin.
+
+    Airflow 3.3's triggerer cancels ``on_kill`` after ``on_kill_timeout`` (30 s by default); the
+    deletion is cut a little earlier so it ends (and says what it left) on its own terms. What is
+    not confirmed gone by then is the orphan reaper's.
+    """
+    from airflow.configuration import conf
+
+    limit = conf.getfloat("triggerer", "on_kill_timeout", fallback=30.0)
+    return max(limit / 2, limit - ON_KILL_MARGIN_SECONDS)
 
 
 def _parse(moment: str | None) -> dt.datetime | None:
@@ -408,24 +424,42 @@ class GangJobTrigger(BaseTrigger):
             },
         }
 
-    async def _delete(self, hook: AsyncGangJobHook) -> bool:
+    async def _delete(self, hook: AsyncGangJobHook, timeout: float = _DELETE_CONFIRM_SECONDS) -> bool:
         return await delete_gang(
             hook,
             self.name,
             self.namespace,
             self.uid,
             gang_scheduling=self.gang_scheduling,
-            timeout=_DELETE_CONFIRM_SECONDS,
+            timeout=timeout,
             log=self.log,
         )
 
     async def on_kill(self) -> None:
-        """The user marked the deferred task failed/success or cleared it: delete what we submitted."""
+        """The user marked the deferred task failed/success or cleared it: delete what we submitted.
+
+        Bounded by `on_kill_budget_seconds` (Airflow's ``[triggerer] on_kill_timeout`` less a
+        margin), the connection lookup included.
+        """
         if self._event_sent or not self.delete_on_kill:
             return
-        hook = await self.hook()
-        try:
-            self.log.info("task killed: deleting PyTorchJob %s/%s", self.namespace, self.name)
-            await self._delete(hook)
-        finally:
-            await hook.close()
+        budget = on_kill_budget_seconds()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + budget
+        gone = False
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(budget):
+                hook = await self.hook()
+                try:
+                    self.log.info("task killed: deleting PyTorchJob %s/%s", self.namespace, self.name)
+                    gone = await self._delete(hook, timeout=max(0.0, deadline - loop.time()))
+                finally:
+                    await hook.close()
+        if not gone:
+            self.log.warning(
+                "PyTorchJob %s/%s not confirmed deleted within %.0fs ([triggerer] on_kill_timeout less "
+                "a margin); the orphan reaper finishes the job",
+                self.namespace,
+                self.name,
+                budget,
+            )
