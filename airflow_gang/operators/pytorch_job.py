@@ -320,7 +320,11 @@ class PyTorchJobOperator(GangJobArguments):
         message = str(event.get("message") or "")
         if status == "api_unavailable":  # nothing deleted: the next try reattaches
             raise GangApiUnavailable(
-                message, unavailable_seconds=0.0, last_error=message, name=name, namespace=namespace
+                message,
+                unavailable_seconds=float(event.get("unavailable_seconds") or 0.0),
+                last_error=str(event.get("last_error") or message),
+                name=name,
+                namespace=namespace,
             )
         if status == "lost":
             # The event says it too: dag.test() resumes a task without the defer kwargs.

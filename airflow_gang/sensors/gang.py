@@ -187,7 +187,11 @@ class _GangJobSensor(BaseSensorOperator):
         message = f"waiting for PyTorchJob {event.get('namespace')}/{self.job_name}: {event.get('message')}"
         if status == "api_unavailable":
             raise GangApiUnavailable(
-                message, unavailable_seconds=0.0, last_error=str(event.get("message")), name=self.job_name
+                message,
+                unavailable_seconds=float(event.get("unavailable_seconds") or 0.0),
+                last_error=str(event.get("last_error") or event.get("message")),
+                name=self.job_name,
+                namespace=event.get("namespace"),
             )
         if event.get("reason") == "execution_timeout":
             # The sensor's own ``timeout``, as in poke mode: soft_fail then skips the task.

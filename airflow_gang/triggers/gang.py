@@ -5,7 +5,8 @@ re-listing after ``410 Gone``), re-evaluates `airflow_gang.gang_state.gang_statu
 change, and yields exactly one event:
 
 ``{status: admitted|succeeded|failed|admission_timeout|lost|api_unavailable|error, reason, name,
-namespace, uid, phase, message, timeline, ...}``.
+namespace, uid, phase, message, timeline, ...}`` (``api_unavailable`` also carries
+``unavailable_seconds`` and ``last_error``, for the task's `GangApiUnavailable`).
 
 While the watches work, the objects are read again only on a change (and every
 `RESYNC_SECONDS` as a safety net); while one fails, every ``poll_interval``. An API that cannot be
@@ -311,7 +312,11 @@ class GangJobTrigger(BaseTrigger):
                     self.log.warning(step.warning)
                 if step.exceeded:
                     unavailable = outage.unavailable(name=self.name, namespace=self.namespace)
-                    return self._event("api_unavailable", None, str(unavailable), reason="api_unavailable")
+                    event = self._event("api_unavailable", None, str(unavailable), reason="api_unavailable")
+                    # For the task's GangApiUnavailable: how long the outage lasted, what failed.
+                    event["unavailable_seconds"] = unavailable.unavailable_seconds
+                    event["last_error"] = unavailable.last_error
+                    return event
                 if self._past(self.execution_deadline):
                     return self._execution_timeout(None)
                 await asyncio.sleep(step.delay)

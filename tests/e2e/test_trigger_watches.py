@@ -34,9 +34,12 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s
 
+from airflow_gang.exceptions import GangApiUnavailable
 from airflow_gang.gang_state import last_true_condition
 from airflow_gang.hooks.client_pool import USER_AGENT
 from airflow_gang.hooks.gang import GangJobHook
+from airflow_gang.operators.pytorch_job import PyTorchJobOperator
+from airflow_gang.sensors.gang import PyTorchJobSensor
 from airflow_gang.sim.cluster import SimCluster
 from airflow_gang.spec import GangJobSpec
 from airflow_gang.triggers.gang import GangJobTrigger
@@ -363,6 +366,16 @@ def test_an_outage_longer_than_the_timeout_reports_api_unavailable_and_deletes_n
     assert "api_unavailable_timeout=3s" in event["message"]
     assert "Nothing was deleted" in event["message"]
     assert 3 <= waited < 20
+    # The outage's real length travels to the task's GangApiUnavailable, operator and sensor alike.
+    assert 3 <= event["unavailable_seconds"] <= waited
+    assert "503" in event["last_error"]
+    operator = PyTorchJobOperator(task_id="train", image="ghcr.io/acme/train:1", report_progress=False)
+    sensor = PyTorchJobSensor(task_id="wait", job_name=job.name)
+    for resume in (operator.execute_complete, sensor.execute_complete):
+        with pytest.raises(GangApiUnavailable) as raised:
+            resume({}, event)  # type: ignore[arg-type]
+        assert raised.value.unavailable_seconds == event["unavailable_seconds"]
+        assert raised.value.last_error == event["last_error"]
     found = read_job(api, job.name)
     assert found["metadata"]["uid"] == job.uid
     assert "deletionTimestamp" not in found["metadata"]
