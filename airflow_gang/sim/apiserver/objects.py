@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
-import secrets
+import random
 from collections.abc import Callable
 from typing import Any
 
@@ -14,6 +14,9 @@ Clock = Callable[[], dt.datetime]
 # generateName suffixes use upstream's alphabet (no vowels, so no accidental words).
 _SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 _MAX_GENERATED_PREFIX = 58
+# Not a secret, so not `secrets`: upstream draws them from math/rand too, and the system's
+# random source cost more per created pod than the rest of naming it.
+_suffixes = random.Random()
 
 
 def utc_now() -> dt.datetime:
@@ -30,7 +33,7 @@ def rfc3339_nano(moment: dt.datetime) -> str:
 
 
 def generate_name(prefix: str) -> str:
-    suffix = "".join(secrets.choice(_SUFFIX_ALPHABET) for _ in range(5))
+    suffix = "".join(_suffixes.choices(_SUFFIX_ALPHABET, k=5))
     return prefix[:_MAX_GENERATED_PREFIX] + suffix
 
 

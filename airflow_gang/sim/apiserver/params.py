@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from fastapi import Request
 
+from airflow_gang.sim import json_wire
 from airflow_gang.sim.apiserver.errors import BadRequest
 from airflow_gang.sim.apiserver.options import DeleteOptions, ListOptions, parse_propagation
 from airflow_gang.sim.apiserver.selectors import SelectorError, parse_field_selector, parse_label_selector
@@ -48,7 +48,7 @@ async def read_json(request: Request) -> Any:
     if not raw.strip():
         return None
     try:
-        return json.loads(raw)
+        return json_wire.loads(raw)
     except ValueError as exc:
         raise BadRequest(f"the object provided is unrecognized: json parse error: {exc}") from exc
 

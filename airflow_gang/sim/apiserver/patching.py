@@ -16,10 +16,10 @@ failing operations to 422, as kube-apiserver does).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from airflow_gang.sim import json_wire
 from airflow_gang.sim.apiserver.errors import BadRequest, UnsupportedMediaType
 from airflow_gang.sim.apiserver.json_copy import json_copy
 
@@ -43,7 +43,7 @@ def decode_patch(content_type: str, raw: bytes, accepted: Sequence[str]) -> Any:
     if content_type not in accepted:
         raise UnsupportedMediaType(content_type, [*accepted, APPLY_PATCH])
     try:
-        document = json.loads(raw or b"null")
+        document = json_wire.loads(raw or b"null")
     except ValueError as exc:
         raise BadRequest(f"error decoding patch: {exc}") from exc
     if content_type != JSON_PATCH and not isinstance(document, dict):

@@ -13,7 +13,6 @@ not the object exists; for a built-in kind the generic "could not find the reque
 
 from __future__ import annotations
 
-import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Annotated, Any
@@ -21,6 +20,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 
+from airflow_gang.sim import json_wire
 from airflow_gang.sim.apiserver import discovery, printing
 from airflow_gang.sim.apiserver.errors import MethodNotAllowed, NotFound, ResourceNotFound, StatusError
 from airflow_gang.sim.apiserver.params import delete_options, dry_run, flag, list_options, read_json
@@ -35,9 +35,7 @@ router = APIRouter()
 
 
 def json_response(body: Any, status_code: int = 200) -> Response:
-    return Response(
-        json.dumps(body, separators=(",", ":")), status_code=status_code, media_type="application/json"
-    )
+    return Response(json_wire.dumps(body), status_code=status_code, media_type="application/json")
 
 
 # Dependencies are coroutines on purpose: FastAPI runs a plain ``def`` dependency in its thread

@@ -12,9 +12,10 @@ BOOKMARK never claims a resourceVersion whose events have not been queued yet.
 from __future__ import annotations
 
 import asyncio
-import json
 import threading
 from typing import Any, Literal
+
+from airflow_gang.sim import json_wire
 
 JsonDict = dict[str, Any]
 EventType = Literal["ADDED", "MODIFIED", "DELETED"]
@@ -44,7 +45,7 @@ class Event:
 
 
 def encode_event(type_: str, obj: JsonDict) -> bytes:
-    return json.dumps({"type": type_, "object": obj}, separators=(",", ":")).encode() + b"\n"
+    return json_wire.dumps({"type": type_, "object": obj}) + b"\n"
 
 
 class Watcher:

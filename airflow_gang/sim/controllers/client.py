@@ -18,7 +18,6 @@ way that lookup would, and turns the per-request lookup off.
 from __future__ import annotations
 
 import asyncio
-import json
 import urllib.request
 from collections.abc import AsyncIterator
 from typing import Any
@@ -27,6 +26,7 @@ from urllib.parse import urlsplit
 from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio import config as k8s_config
 
+from airflow_gang.sim import json_wire
 from airflow_gang.sim.controllers.kinds import PODS, Kind
 from airflow_gang.sim.conventions import CONTROLLERS_USER_AGENT
 
@@ -97,7 +97,7 @@ class KubeClient:
             raw = await response.read()
         finally:
             response.release()
-        payload = json.loads(raw) if raw else {}
+        payload = json_wire.loads(raw) if raw else {}
         if not 200 <= response.status <= 299:
             raise ApiError(response.status, payload if isinstance(payload, dict) else None, method, path)
         return payload if isinstance(payload, dict) else {"value": payload}
@@ -194,14 +194,14 @@ class KubeClient:
             if not 200 <= response.status <= 299:
                 raw = await response.read()
                 raise ApiError(
-                    response.status, json.loads(raw) if raw else None, "WATCH", kind.path(namespace)
+                    response.status, json_wire.loads(raw) if raw else None, "WATCH", kind.path(namespace)
                 )
             while True:
                 line = await response.content.readline()
                 if not line:
                     return
                 if line.strip():
-                    yield json.loads(line)
+                    yield json_wire.loads(line)
         except asyncio.CancelledError:
             raise
         finally:
