@@ -2,9 +2,12 @@
 
 Both poke once (one cheap read of job, PodGroup and pods) and, when ``deferrable``, hand the rest
 of the wait to `GangJobTrigger`. They use the same decision as the operator
-(`airflow_gang.gang_state.gang_status`). With ``admission_timeout`` they also enforce the
-operator's queue deadline, counted from the job's creation: a job still queued then is deleted
-(with its PodGroup and pods, so nothing keeps holding GPUs) and `GangAdmissionTimeout` raised.
+(`airflow_gang.gang_state.gang_status`) and ride out API outages as it does: each read retries
+briefly and quietly (`WAIT_RETRY_POLICY`, retries at DEBUG), and an outage that outlasts that is
+reported once per episode (`airflow_gang.outage`), in poke, reschedule and deferrable mode.
+With ``admission_timeout`` they also enforce the operator's queue deadline, counted from the
+job's creation: a job still queued then is deleted (with its PodGroup and pods, so nothing keeps
+holding GPUs) and `GangAdmissionTimeout` raised.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from airflow_gang import links
 from airflow_gang.exceptions import GangAdmissionTimeout, GangApiError, GangApiUnavailable, GangJobLost
 from airflow_gang.gang_state import GangPhase, GangStatus
 from airflow_gang.hooks.gang import GangJobHook
+from airflow_gang.hooks.retrying import WAIT_RETRY_POLICY
 from airflow_gang.operators import cleanup, lifecycle
 from airflow_gang.outage import DEFAULT_API_UNAVAILABLE_TIMEOUT, Outage, ride_out, unavailable_timeout_seconds
 from airflow_gang.timeline import parse_time
@@ -116,7 +120,9 @@ class _GangJobSensor(BaseSensorOperator):
         )
 
     def poke(self, context: Context) -> bool:
-        return self._judge(*self._status())
+        # Quiet retries: an outage is reported once per episode (_status), not once per retry.
+        with self.hook.retries(WAIT_RETRY_POLICY):
+            return self._judge(*self._status())
 
     def _judge(self, status: GangStatus, job: dict[str, Any] | None) -> bool:
         """Done, not yet, or raise (job gone, failed, or queued past its admission deadline)."""
@@ -140,9 +146,10 @@ class _GangJobSensor(BaseSensorOperator):
         links.persist(context, self._namespace(), self.job_name)
         if not self.deferrable:
             return super().execute(context)
-        status, job = self._status()  # one read serves the first check and the trigger's uid
-        if self._judge(status, job):
-            return None
+        with self.hook.retries(WAIT_RETRY_POLICY):
+            status, job = self._status()  # one read serves the first check and the trigger's uid
+            if self._judge(status, job):
+                return None
         deadline = None
         if self.timeout:
             deadline = (dt.datetime.now(dt.UTC) + dt.timedelta(seconds=float(self.timeout))).isoformat()
@@ -173,7 +180,10 @@ class _GangJobSensor(BaseSensorOperator):
         if status == "lost":
             raise GangJobLost(str(event.get("message")), name=self.job_name, namespace=event.get("namespace"))
         if status == "failed":
-            raise lifecycle.failure_error(self.hook, self.job_name, event["namespace"], self.log_tail_lines)
+            with self.hook.retries(WAIT_RETRY_POLICY):
+                raise lifecycle.failure_error(
+                    self.hook, self.job_name, event["namespace"], self.log_tail_lines
+                )
         if status in ("admitted", "succeeded"):
             return
         if status == "admission_timeout":
