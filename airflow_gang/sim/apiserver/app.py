@@ -9,15 +9,13 @@ exception becomes a 500 ``InternalError`` Status.
 
 Middleware, outermost first: authentication, request counting (``metrics.py``), then injected
 faults (``faults_middleware.py``), so an injected error is authenticated and counted like a
-real one.
+real one, and last the resource URLs' direct path to their handlers (``resource_dispatch.py``).
 """
 
 from __future__ import annotations
 
 import hmac
 import json
-import logging
-from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import Response
@@ -28,10 +26,10 @@ from airflow_gang.sim.apiserver.errors import MethodNotAllowed, StatusError, Una
 from airflow_gang.sim.apiserver.faults_middleware import FaultMiddleware
 from airflow_gang.sim.apiserver.faults_routes import faults_router
 from airflow_gang.sim.apiserver.metrics import RequestCounter, RequestMetrics, metrics_router
-from airflow_gang.sim.apiserver.routes import router, status_response
+from airflow_gang.sim.apiserver.resource_dispatch import ResourceDispatch
+from airflow_gang.sim.apiserver.routes import internal_error_response, router, status_response
 from airflow_gang.sim.apiserver.state import ServerConfig, ServerState
 
-log = logging.getLogger(__name__)
 PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/livez", "/version"})
 
 
@@ -84,18 +82,7 @@ async def _http_error(request: Request, exc: Exception) -> Response:
 
 
 async def _unexpected(request: Request, exc: Exception) -> Response:
-    log.exception("internal error serving %s %s", request.method, request.url.path)
-    body: dict[str, Any] = {
-        "kind": "Status",
-        "apiVersion": "v1",
-        "metadata": {},
-        "status": "Failure",
-        "message": f"Internal error occurred: {exc}",
-        "reason": "InternalError",
-        "details": {"causes": [{"message": str(exc)}]},
-        "code": 500,
-    }
-    return Response(json.dumps(body), status_code=500, media_type="application/json")
+    return internal_error_response(request, exc)
 
 
 def build_app(config: ServerConfig, state: ServerState | None = None) -> FastAPI:
@@ -112,7 +99,9 @@ def build_app(config: ServerConfig, state: ServerState | None = None) -> FastAPI
     app.add_exception_handler(HTTPException, _http_error)
     app.add_exception_handler(Exception, _unexpected)
     app.state.request_metrics = RequestMetrics()
-    # Innermost: injected errors are counted and authenticated like real ones.
+    # Innermost: resource URLs go straight to their handlers, after everything below.
+    app.add_middleware(ResourceDispatch, state=app.state.sim)
+    # Injected errors are counted and authenticated like real ones.
     app.add_middleware(FaultMiddleware, injector=app.state.sim.faults)
     app.add_middleware(RequestCounter, metrics=app.state.request_metrics)  # inside auth: counts callers
     if config.token:

@@ -1,8 +1,9 @@
 """HTTP routes: discovery, and one generic handler per HTTP method for every resource.
 
 ``/api/v1/...`` and ``/apis/{group}/{version}/...`` resolve, through the registry, to a
-:class:`Target` (resource, namespace, name, subresource) in one dependency that 404s on
-unknown kinds; the handlers then call the verbs in ``operations.py``. Nothing here knows a
+:class:`Target` (resource, namespace, name, subresource) that 404s on unknown kinds
+(`parse_target`); the handlers (`RESOURCE_HANDLERS`, served by ``resource_dispatch.py``) then
+call the verbs in ``operations.py``. Nothing here knows a
 particular kind except the two pod subresources that are not plain objects (``binding`` and
 ``log``, in ``subresources.py``); custom resources may also have a ``scale`` (``scale.py``).
 
@@ -13,6 +14,7 @@ not the object exists; for a built-in kind the generic "could not find the reque
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Annotated, Any
@@ -31,6 +33,7 @@ from airflow_gang.sim.apiserver.subresources import bind_pod, read_pod_log
 from airflow_gang.sim.apiserver.watch_stream import watch_response
 
 JsonDict = dict[str, Any]
+log = logging.getLogger(__name__)
 router = APIRouter()
 
 
@@ -85,13 +88,6 @@ def parse_target(registry: Registry, group: str, version: str, rest: str) -> Tar
     if sub and sub not in info.subresources:
         raise NotFound(info.resource, name) if info.custom else ResourceNotFound()
     return Target(info, namespace, name, sub)
-
-
-def resolve_target(request: Request, state: ServerState) -> Target:
-    params = request.path_params
-    return parse_target(
-        state.registry, params.get("group", ""), params.get("version", "v1"), params.get("rest", "")
-    )
 
 
 def scale_endpoint(state: ServerState, target: Target) -> ScaleEndpoint:
@@ -187,9 +183,6 @@ async def health() -> Response:
 
 # --- resources ----------------------------------------------------------------------------------
 
-_CORE = "/api/v1/{rest:path}"
-_GROUPS = "/apis/{group}/{version}/{rest:path}"
-
 
 async def get(request: Request, target: Target, state: ServerState) -> Response:
     info = target.resource
@@ -271,27 +264,31 @@ async def delete(request: Request, target: Target, state: ServerState) -> Respon
 
 ResourceHandler = Callable[[Request, Target, ServerState], Awaitable[Response]]
 
-
-def _plain_endpoint(handler: ResourceHandler) -> Callable[[Request], Awaitable[Response]]:
-    """``handler`` as a plain Starlette endpoint.
-
-    The resource routes carry every read and write of every controller: FastAPI's per-request
-    dependency solving and response handling cost a sixth of the server's time under load, for
-    nothing these generic handlers use. Errors still reach the app's exception handlers.
-    """
-
-    async def endpoint(request: Request) -> Response:
-        state: ServerState = request.app.state.sim
-        return await handler(request, resolve_target(request, state), state)
-
-    endpoint.__name__ = handler.__name__
-    return endpoint
-
-
-for _method, _handler in (("GET", get), ("POST", post), ("PUT", put), ("PATCH", patch), ("DELETE", delete)):
-    for _path in (_CORE, _GROUPS):
-        router.add_route(_path, _plain_endpoint(_handler), methods=[_method], include_in_schema=False)
+# Served by `resource_dispatch.ResourceDispatch`, not by routes of the router (see there why).
+RESOURCE_HANDLERS: dict[str, ResourceHandler] = {
+    "GET": get,
+    "POST": post,
+    "PUT": put,
+    "PATCH": patch,
+    "DELETE": delete,
+}
 
 
 def status_response(error: StatusError) -> Response:
     return json_response(error.to_status(), error.code)
+
+
+def internal_error_response(request: Request, error: Exception) -> Response:
+    """A 500 ``InternalError`` Status for an exception no handler expected; logged with its trace."""
+    log.exception("internal error serving %s %s", request.method, request.url.path)
+    body: JsonDict = {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": f"Internal error occurred: {error}",
+        "reason": "InternalError",
+        "details": {"causes": [{"message": str(error)}]},
+        "code": 500,
+    }
+    return json_response(body, 500)
