@@ -182,8 +182,9 @@ class Outage:
         return GangApiUnavailable(
             f"the Kubernetes API was unavailable for {self.seconds():.0f}s while waiting for {self.what}, "
             f"more than api_unavailable_timeout={self.timeout:.0f}s (last error: {self.last_error}). "
-            "Nothing was deleted: a retry of this task finds the job by its labels and waits on; "
-            "raise api_unavailable_timeout (None waits forever) to ride out longer outages",
+            "Nothing was deleted: a retry of this task finds the job by its labels and waits on (with "
+            "no retry left the task no longer owns the job, and the orphan reaper deletes it); raise "
+            "api_unavailable_timeout (None waits forever) or retries to ride out longer outages",
             unavailable_seconds=self.seconds(),
             last_error=self.last_error,
             name=name,

@@ -69,7 +69,9 @@ class PyTorchJobOperator(GangJobArguments):
     :param deferrable: wait in the triggerer (default: ``[operators] default_deferrable``).
     :param api_unavailable_timeout: how long (timedelta or seconds) one outage of the Kubernetes
         API may last before the task fails with `GangApiUnavailable` (default 15 min; None rides
-        out any outage). Nothing is deleted then: the next try reattaches to the same job.
+        out any outage). Nothing is deleted then: the next try reattaches to the same job. A task
+        that fails so for good (no retry left) no longer owns its job, and the scheduler's orphan
+        reaper deletes it so it holds no GPUs: set ``retries`` > 0 to ride out long outages.
     :param reuse_succeeded_job: a try that finds a Succeeded job of an earlier try of this task
         instance whose result no try delivered (the worker died after training ended) returns
         that job's result instead of training again (default True). A Failed job is never
