@@ -21,7 +21,9 @@ Then the job and its PodGroup are deleted (uid precondition) and the deletion is
 WARNING. That includes a task that failed for good with `GangApiUnavailable` (an outage longer
 than ``api_unavailable_timeout`` and no retry left): its try deleted nothing, but the task gave
 up, so no try will ever collect the job's result (a clear trains anew), and the job would hold
-its GPUs for nobody. Only a retry reattaches; ``retries`` > 0 is how to ride out long outages. A job of such a task instance that already **finished** is deleted when the entry's
+its GPUs for nobody. Only a retry reattaches; ``retries`` > 0 is how to ride out long outages.
+
+A job of such a task instance that already **finished** is deleted when the entry's
 ``delete_on_finish`` asks for it (``always``; ``on_success`` and the job Succeeded): what the
 operator would have done at the end, had the task not been ended from outside after the job.
 It never deletes a job because it could not read it: a failed read leaves the candidate for the
