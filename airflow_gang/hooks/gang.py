@@ -107,12 +107,7 @@ class GangJobHook(JobPodsMixin, KubernetesHook):
         created: JsonDict = self._call(
             request,
             lambda: self.custom_object_client.create_namespaced_custom_object(
-                kind.group,
-                kind.version,
-                namespace,
-                kind.plural,
-                body,
-                _request_timeout=self.retry_policy.request_timeout(),
+                kind.group, kind.version, namespace, kind.plural, body, _request_timeout=self._timeout()
             ),
         )
         self.log.info(
@@ -124,12 +119,7 @@ class GangJobHook(JobPodsMixin, KubernetesHook):
         return self._call_or_none(
             ApiRequest("get", kind.resource, name, namespace),
             lambda: self.custom_object_client.get_namespaced_custom_object(
-                kind.group,
-                kind.version,
-                namespace,
-                kind.plural,
-                name,
-                _request_timeout=self.retry_policy.request_timeout(),
+                kind.group, kind.version, namespace, kind.plural, name, _request_timeout=self._timeout()
             ),
         )
 
@@ -138,12 +128,7 @@ class GangJobHook(JobPodsMixin, KubernetesHook):
         listed: JsonDict = self._call(
             ApiRequest("list", kind.resource, None, namespace),
             lambda: self.custom_object_client.list_namespaced_custom_object(
-                kind.group,
-                kind.version,
-                namespace,
-                kind.plural,
-                _request_timeout=self.retry_policy.request_timeout(),
-                **selector,
+                kind.group, kind.version, namespace, kind.plural, _request_timeout=self._timeout(), **selector
             ),
         )
         return list(listed.get("items") or [])
@@ -159,7 +144,7 @@ class GangJobHook(JobPodsMixin, KubernetesHook):
                 kind.plural,
                 name,
                 body=options,
-                _request_timeout=self.retry_policy.request_timeout(),
+                _request_timeout=self._timeout(),
             ),
         )
         if deleted is not None:
@@ -239,7 +224,7 @@ class GangJobHook(JobPodsMixin, KubernetesHook):
                 name,
                 patch,
                 _content_type="application/merge-patch+json",
-                _request_timeout=self.retry_policy.request_timeout(),
+                _request_timeout=self._timeout(),
             ),
         )
 
@@ -284,7 +269,7 @@ class GangJobHook(JobPodsMixin, KubernetesHook):
                 name,
                 patch,
                 _content_type="application/merge-patch+json",
-                _request_timeout=self.retry_policy.request_timeout(),
+                _request_timeout=self._timeout(),
             ),
         )
 
@@ -305,11 +290,7 @@ class GangJobHook(JobPodsMixin, KubernetesHook):
         return self._call_or_none(
             ApiRequest("get", QUEUES.resource, name, None),
             lambda: self.custom_object_client.get_cluster_custom_object(
-                QUEUES.group,
-                QUEUES.version,
-                QUEUES.plural,
-                name,
-                _request_timeout=self.retry_policy.request_timeout(),
+                QUEUES.group, QUEUES.version, QUEUES.plural, name, _request_timeout=self._timeout()
             ),
         )
 
@@ -326,10 +307,7 @@ class GangJobHook(JobPodsMixin, KubernetesHook):
         listed: JsonDict = self._call(
             ApiRequest("list", QUEUES.resource, None, None),
             lambda: self.custom_object_client.list_cluster_custom_object(
-                QUEUES.group,
-                QUEUES.version,
-                QUEUES.plural,
-                _request_timeout=self.retry_policy.request_timeout(),
+                QUEUES.group, QUEUES.version, QUEUES.plural, _request_timeout=self._timeout()
             ),
         )
         return list(listed.get("items") or [])
@@ -347,10 +325,7 @@ class GangJobHook(JobPodsMixin, KubernetesHook):
         listed = self._get_json(
             ApiRequest("list", PODS.resource, None, namespace),
             lambda: self.core_v1_client.list_namespaced_pod(
-                namespace,
-                _preload_content=False,
-                _request_timeout=self.retry_policy.request_timeout(),
-                **selector,
+                namespace, _preload_content=False, _request_timeout=self._timeout(), **selector
             ),
         )
         return list(listed.get("items") or [])
@@ -367,7 +342,7 @@ class GangJobHook(JobPodsMixin, KubernetesHook):
         listed = self._get_json(
             ApiRequest("list", EVENTS.resource, None, namespace),
             lambda: self.core_v1_client.list_namespaced_event(
-                namespace, _preload_content=False, _request_timeout=self.retry_policy.request_timeout()
+                namespace, _preload_content=False, _request_timeout=self._timeout()
             ),
         )
         return list(listed.get("items") or [])
@@ -396,7 +371,7 @@ class GangJobHook(JobPodsMixin, KubernetesHook):
     def _api_resources(self, group: str, version: str) -> JsonDict:
         listed: JsonDict = read_json(
             self.custom_object_client.get_api_resources(
-                group, version, _preload_content=False, _request_timeout=self.retry_policy.request_timeout()
+                group, version, _preload_content=False, _request_timeout=self._timeout()
             )
         )
         return listed
@@ -454,7 +429,7 @@ class GangJobHook(JobPodsMixin, KubernetesHook):
             field_selector=f"metadata.name={name}",
             resource_version=metadata.get("resourceVersion"),
             timeout_seconds=max(1, int(seconds)),
-            _request_timeout=self.retry_policy.request_timeout(max(1.0, seconds) + WATCH_TIMEOUT_SLACK),
+            _request_timeout=self._timeout(max(1.0, seconds) + WATCH_TIMEOUT_SLACK),
         )
         for event in stream:
             if event.get("type") == "ERROR":

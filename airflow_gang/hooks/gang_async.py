@@ -47,7 +47,7 @@ from airflow_gang.hooks.kinds import (
     Kind,
     WatchKind,
 )
-from airflow_gang.hooks.retrying import CONNECTION_ERRORS, RetryPolicy, acall_with_retries
+from airflow_gang.hooks.retrying import CONNECTION_ERRORS, REQUEST_TIMEOUT, RetryPolicy, acall_with_retries
 
 T = TypeVar("T")
 JsonDict = dict[str, Any]
@@ -118,6 +118,10 @@ class AsyncGangJobHook(AsyncKubernetesHook):
         assert configuration is not None  # _load_config creates it
         return LoadedConfig(configuration, reload_credentials=bool(self._is_exec_auth))
 
+    def _timeout(self) -> float:
+        """One request's timeout: `REQUEST_TIMEOUT`, cut to the time left under the policy's deadline."""
+        return self.retry_policy.request_timeout(REQUEST_TIMEOUT)
+
     async def close(self) -> None:
         """Close the hook's client and its connections (idempotent); calls still running fail."""
         await self._clients.close()
@@ -145,12 +149,7 @@ class AsyncGangJobHook(AsyncKubernetesHook):
         return await self._call_or_none(
             ApiRequest("get", kind.resource, name, namespace),
             lambda api: CustomObjectsApi(api).get_namespaced_custom_object(
-                kind.group,
-                kind.version,
-                namespace,
-                kind.plural,
-                name,
-                _request_timeout=self.retry_policy.request_timeout(),
+                kind.group, kind.version, namespace, kind.plural, name, _request_timeout=self._timeout()
             ),
         )
 
@@ -167,7 +166,7 @@ class AsyncGangJobHook(AsyncKubernetesHook):
                 kind.plural,
                 name,
                 body=options,
-                _request_timeout=self.retry_policy.request_timeout(),
+                _request_timeout=self._timeout(),
             ),
         )
         if deleted is not None:
@@ -176,9 +175,7 @@ class AsyncGangJobHook(AsyncKubernetesHook):
 
     async def _list(self, kind: Kind, namespace: str, **params: Any) -> JsonDict:
         async def listed(api: ApiClient) -> JsonDict:
-            response = await _list_call(
-                api, kind, namespace, _request_timeout=self.retry_policy.request_timeout(), **params
-            )
+            response = await _list_call(api, kind, namespace, _request_timeout=self._timeout(), **params)
             parsed: JsonDict = json.loads(await _read_body(response))
             return parsed
 
@@ -208,11 +205,7 @@ class AsyncGangJobHook(AsyncKubernetesHook):
         return await self._call_or_none(
             ApiRequest("get", QUEUES.resource, name, None),
             lambda api: CustomObjectsApi(api).get_cluster_custom_object(
-                QUEUES.group,
-                QUEUES.version,
-                QUEUES.plural,
-                name,
-                _request_timeout=self.retry_policy.request_timeout(),
+                QUEUES.group, QUEUES.version, QUEUES.plural, name, _request_timeout=self._timeout()
             ),
         )
 
@@ -273,7 +266,7 @@ class AsyncGangJobHook(AsyncKubernetesHook):
                 container=container,
                 tail_lines=tail_lines,  # type: ignore[arg-type]  # None leaves the parameter out
                 _preload_content=False,
-                _request_timeout=self.retry_policy.request_timeout(),
+                _request_timeout=self._timeout(),
             )
             # With _preload_content=False the "str" the stubs promise is the raw aiohttp response.
             return (await _read_body(cast(aiohttp.ClientResponse, response))).decode(

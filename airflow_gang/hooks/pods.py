@@ -17,7 +17,7 @@ from kubernetes.watch.watch import iter_resp_lines
 from airflow_gang.gang_state import JOB_NAME_LABEL
 from airflow_gang.hooks.errors import ApiRequest, unreachable_error
 from airflow_gang.hooks.kinds import EVENTS, POD_LOG_RESOURCE, PODS
-from airflow_gang.hooks.retrying import CONNECTION_ERRORS, RetryPolicy
+from airflow_gang.hooks.retrying import CONNECTION_ERRORS, REQUEST_TIMEOUT, RetryPolicy
 
 if TYPE_CHECKING:
     from kubernetes.client import CoreV1Api
@@ -49,6 +49,10 @@ class JobPodsMixin:
 
         def _call(self, request: ApiRequest, call: Callable[[], T]) -> T: ...
 
+    def _timeout(self, preferred: float = REQUEST_TIMEOUT) -> float:
+        """One request's timeout: ``preferred``, cut to the time left under the policy's deadline."""
+        return self.retry_policy.request_timeout(preferred)
+
     def _get_json(self, request: ApiRequest, call: Callable[[], Any]) -> Any:
         return self._call(request, lambda: read_json(call()))
 
@@ -64,7 +68,7 @@ class JobPodsMixin:
                 namespace,
                 label_selector=f"{JOB_NAME_LABEL}={name}",
                 _preload_content=False,
-                _request_timeout=self.retry_policy.request_timeout(),
+                _request_timeout=self._timeout(),
             ),
         )
         return list(listed.get("items") or [])
@@ -81,7 +85,7 @@ class JobPodsMixin:
                 namespace,
                 field_selector=f"involvedObject.name={involved_name}",
                 _preload_content=False,
-                _request_timeout=self.retry_policy.request_timeout(),
+                _request_timeout=self._timeout(),
             ),
         )
         return list(listed.get("items") or [])
@@ -113,7 +117,7 @@ class JobPodsMixin:
                 tail_lines=tail_lines,
                 since_seconds=since_seconds,
                 _preload_content=False,
-                _request_timeout=self.retry_policy.request_timeout(),
+                _request_timeout=self._timeout(),
             )
             try:
                 return str(response.data.decode("utf-8", errors="replace"))
