@@ -6,9 +6,9 @@ orphaned PodGroups and submit PodGroup + job (`submission`); publish ``job_name`
 ``job_namespace`` before waiting; wait for the gang to be admitted (deleting the job and raising
 `GangAdmissionTimeout` when the queue holds it too long); wait for completion; put the master's
 log in the task log; return a small dict; clean up per ``delete_on_finish`` (`cleanup`). Waits
-run in the worker (`worker_wait`) or in the triggerer (`GangJobTrigger`), with the same decisions
-(`airflow_gang.gang_state`), and ride out API outages without deleting anything
-(`airflow_gang.outage`).
+run in the worker (`worker_wait`) or in the triggerer (`GangJobTrigger`, handed over and read
+back by `deferral`), with the same decisions (`airflow_gang.gang_state`), and ride out API
+outages without deleting anything (`airflow_gang.outage`).
 
 A job is deleted only for its admission timeout, a person's kill or clear (``on_kill``), the
 task's own ``execution_timeout``, or ``delete_on_finish`` after its end; never because the API
@@ -17,7 +17,6 @@ could not be read.
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 from collections.abc import Callable
 from functools import cached_property, partial
@@ -27,11 +26,11 @@ from airflow.configuration import conf
 from airflow.sdk.exceptions import AirflowTaskTimeout
 
 from airflow_gang import links
-from airflow_gang.exceptions import GangAdmissionTimeout, GangApiError, GangApiUnavailable, GangJobLost
+from airflow_gang.exceptions import GangAdmissionTimeout, GangApiError, GangJobLost
 from airflow_gang.gang_state import GangPhase, GangStatus
 from airflow_gang.hooks.gang import GangJobHook
 from airflow_gang.hooks.retrying import WAIT_RETRY_POLICY
-from airflow_gang.operators import cleanup, lifecycle, state_store, submission
+from airflow_gang.operators import cleanup, deferral, lifecycle, state_store, submission
 from airflow_gang.operators.job_arguments import GangJobArguments, raise_for_choice
 from airflow_gang.operators.outcome import event_progress, finish
 from airflow_gang.operators.state_store import STATE_STORE_JOB_KEY, STATE_STORE_PROGRESS_KEY
@@ -40,7 +39,6 @@ from airflow_gang.operators.worker_wait import WaitEnd, WorkerWait
 from airflow_gang.outage import DEFAULT_API_UNAVAILABLE_TIMEOUT, Outage, ride_out, unavailable_timeout_seconds
 from airflow_gang.spec import GangJobSpec
 from airflow_gang.timeline import parse_time
-from airflow_gang.triggers.gang import GangJobTrigger
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -285,30 +283,17 @@ class PyTorchJobOperator(GangJobArguments):
     # --- deferral -----------------------------------------------------------------------------
 
     def _defer(self, context: Context, job: JsonDict, plan: WaitPlan, admitted_at: str | None = None) -> None:
-        timeout = None
-        ti = context["ti"]
-        if (
-            plan.execution_deadline is None
-            and self.execution_timeout is not None
-            and ti.start_date is not None
-        ):
-            plan = dataclasses.replace(plan, execution_deadline=ti.start_date + self.execution_timeout)
-        if plan.execution_deadline is not None:
-            # Pad the framework's timeout so the trigger reports first, with a useful message.
-            left = max(dt.timedelta(seconds=1), plan.execution_deadline - dt.datetime.now(dt.UTC))
-            timeout = left + dt.timedelta(seconds=60)
-        trigger = GangJobTrigger(
-            name=job["metadata"]["name"],
-            namespace=job["metadata"]["namespace"],
-            uid=job["metadata"]["uid"],
+        trigger, timeout = deferral.build_trigger(
+            job,
+            plan,
+            execution_timeout=self.execution_timeout,
+            started=context["ti"].start_date,
             admitted_at=admitted_at,
             poll_interval=self.poll_interval,
             kubernetes_conn_id=self.kubernetes_conn_id,
             hook_kwargs=self.hook.async_hook_kwargs(),
-            not_before=lifecycle.resume_not_before(),
             api_unavailable_timeout=unavailable_timeout_seconds(self.api_unavailable_timeout),
             reattached=self._reattached,
-            **plan.kwargs(),
         )
         kwargs = {**plan.kwargs(), "reattached": self._reattached}
         self.defer(trigger=trigger, method_name="execute_complete", timeout=timeout, kwargs=kwargs)
@@ -319,35 +304,15 @@ class PyTorchJobOperator(GangJobArguments):
         known = {"metadata": {"name": name, "namespace": namespace, "uid": event.get("uid")}}
         if self.report_progress:
             state_store.write(context, STATE_STORE_PROGRESS_KEY, event_progress(event))
-        message = str(event.get("message") or "")
-        if status == "api_unavailable":  # nothing deleted: the next try reattaches
-            raise GangApiUnavailable(
-                message,
-                unavailable_seconds=float(event.get("unavailable_seconds") or 0.0),
-                last_error=str(event.get("last_error") or message),
-                name=name,
-                namespace=namespace,
-            )
-        if status == "lost":
-            # The event says it too: dag.test() resumes a task without the defer kwargs.
-            if wait.pop("reattached", False) or (event.get("wait") or {}).get("reattached"):
-                return self._earlier_job_gone(context, name, namespace)
-            raise GangJobLost(message, name=name, namespace=namespace)
-        if status == "admission_timeout":
-            raise GangAdmissionTimeout(
-                f"PyTorchJob {namespace}/{name} was not admitted in time ({message}); "
-                "it was deleted so a retry starts clean",
-                name=name,
-                namespace=namespace,
-                queue=event.get("queue"),
-                reason=message,
-            )
-        if status == "error":
-            # A trigger serialized by 0.1 gave no reason; its execution_timeout said so in words.
-            reason = event.get("reason") or ("execution_timeout" if "execution_timeout" in message else None)
-            if reason == "execution_timeout":  # the task gives up: nobody will wait for the job
-                self._give_up(known, message)
-            raise GangApiError(f"waiting for PyTorchJob {namespace}/{name} failed: {message}", name=name)
+        # The event says it too: dag.test() resumes a task without the defer kwargs.
+        if status == "lost" and (
+            wait.pop("reattached", False) or (event.get("wait") or {}).get("reattached")
+        ):
+            return self._earlier_job_gone(context, name, namespace)
+        if deferral.is_execution_timeout(event):  # the task gives up: nobody will wait for the job
+            self._give_up(known, str(event.get("message") or ""))
+        if (error := deferral.event_error(event)) is not None:
+            raise error
         outage = self._outage(f"PyTorchJob {namespace}/{name}")
         with self.hook.retries(WAIT_RETRY_POLICY):
             job = self._ride(lambda: self.hook.get_pytorchjob(name, namespace), outage) or known

@@ -21,6 +21,21 @@ if TYPE_CHECKING:
     from airflow_gang.hooks.gang_async import AsyncGangJobHook
 
 JsonDict = dict[str, Any]
+# Left of Airflow's ``[triggerer] on_kill_timeout`` for the triggerer to log and move on.
+ON_KILL_MARGIN_SECONDS = 5.0
+
+
+def on_kill_budget_seconds() -> float:
+    """Seconds `GangJobTrigger.on_kill` may spend: ``[triggerer] on_kill_timeout`` less a margin.
+
+    Airflow 3.3's triggerer cancels ``on_kill`` after ``on_kill_timeout`` (30 s by default); the
+    deletion is cut a little earlier so it ends (and says what it left) on its own terms. What is
+    not confirmed gone by then is the orphan reaper's.
+    """
+    from airflow.configuration import conf
+
+    limit = conf.getfloat("triggerer", "on_kill_timeout", fallback=30.0)
+    return max(limit / 2, limit - ON_KILL_MARGIN_SECONDS)
 
 
 async def delete_gang(

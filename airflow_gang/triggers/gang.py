@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime as dt
 import importlib
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, Literal
@@ -46,10 +45,18 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 from airflow_gang.exceptions import GangApiError
 from airflow_gang.gang_state import GangPhase, GangSnapshot
 from airflow_gang.outage import DEFAULT_API_UNAVAILABLE_TIMEOUT, Outage, is_outage
-from airflow_gang.timeline import finished_at
 from airflow_gang.triggers import watch_cache
 from airflow_gang.triggers.change_feed import ChangeFeed
-from airflow_gang.triggers.deletion import delete_gang
+from airflow_gang.triggers.deletion import delete_gang, on_kill_budget_seconds
+from airflow_gang.triggers.events import (
+    api_unavailable_event,
+    execution_timeout_event,
+    gang_event,
+    hold_until,
+    parse_moment,
+    past,
+    utc_now,
+)
 from airflow_gang.triggers.feeds import Feed, PollingFeed, SharedFeed
 
 if TYPE_CHECKING:
@@ -63,36 +70,9 @@ WATCH_MODES: tuple[WatchMode, ...] = ("shared", "per_trigger", "poll")
 CACHE_SYNC_SECONDS = 10.0
 # How long the deletion after an admission timeout may take to be confirmed.
 _DELETE_CONFIRM_SECONDS = 60.0
-# Left of Airflow's ``[triggerer] on_kill_timeout`` for the triggerer to log and move on.
-ON_KILL_MARGIN_SECONDS = 5.0
 # While every watch works, the objects are read again this often anyway (an informer's resync):
 # a safety net, not the way changes arrive.
 RESYNC_SECONDS = 300.0
-
-
-def utc_now() -> dt.datetime:
-    return dt.datetime.now(dt.UTC)
-
-
-def on_kill_budget_seconds() -> float:
-    """Seconds `GangJobTrigger.on_kill` may spend: ``[triggerer] on_kill_timeout`` less a margin.
-
-    Airflow 3.3's triggerer cancels ``on_kill`` after ``on_kill_timeout`` (30 s by default); the
-    deletion is cut a little earlier so it ends (and says what it left) on its own terms. What is
-    not confirmed gone by then is the orphan reaper's.
-    """
-    from airflow.configuration import conf
-
-    limit = conf.getfloat("triggerer", "on_kill_timeout", fallback=30.0)
-    return max(limit / 2, limit - ON_KILL_MARGIN_SECONDS)
-
-
-def _parse(moment: str | None) -> dt.datetime | None:
-    return dt.datetime.fromisoformat(moment) if moment else None
-
-
-def _iso(moment: dt.datetime | None) -> str | None:
-    return moment.isoformat() if moment else None
 
 
 class GangJobTrigger(BaseTrigger):
@@ -241,7 +221,7 @@ class GangJobTrigger(BaseTrigger):
                     await feed.stop()
             finally:
                 await hook.close()
-        await self._hold()
+        await hold_until(self.not_before, self.log)  # apache/airflow#72716: see the module docstring
         self._event_sent = True
         yield TriggerEvent(event)  # type: ignore[no-untyped-call]
 
@@ -283,19 +263,6 @@ class GangJobTrigger(BaseTrigger):
         except GangApiError:
             return None  # the wait's own looks will report (and ride out) what is wrong
 
-    async def _hold(self) -> None:
-        """Fire no event before ``not_before`` (apache/airflow#72716: see the module docstring)."""
-        not_before = _parse(self.not_before)
-        if not_before is None:
-            return
-        wait = (not_before - utc_now()).total_seconds()
-        if wait > 0:
-            self.log.info(
-                "holding the event %.1fs so the scheduler settles the deferral first (apache/airflow#72716)",
-                wait,
-            )
-            await asyncio.sleep(wait)
-
     async def _wait(self, hook: AsyncGangJobHook, feed: Feed) -> dict[str, Any]:
         waiting_for_admission = self.wait_for in ("admission", "both") and self.admitted_at is None
         outage = Outage(f"PyTorchJob {self.namespace}/{self.name}", timeout=self.api_unavailable_timeout)
@@ -306,19 +273,15 @@ class GangJobTrigger(BaseTrigger):
                 seen = feed.look() or await self._observe(hook)
             except GangApiError as error:
                 if not is_outage(error):  # refused (403...): fail the try, delete nothing
-                    return self._event("error", None, f"{error}", reason="api_error")
+                    return gang_event(self, "error", None, f"{error}", reason="api_error")
                 step = outage.failed(error)
                 if step.warning:
                     self.log.warning(step.warning)
                 if step.exceeded:
                     unavailable = outage.unavailable(name=self.name, namespace=self.namespace)
-                    event = self._event("api_unavailable", None, str(unavailable), reason="api_unavailable")
-                    # For the task's GangApiUnavailable: how long the outage lasted, what failed.
-                    event["unavailable_seconds"] = unavailable.unavailable_seconds
-                    event["last_error"] = unavailable.last_error
-                    return event
-                if self._past(self.execution_deadline):
-                    return self._execution_timeout(None)
+                    return api_unavailable_event(self, unavailable)
+                if past(self.execution_deadline):
+                    return execution_timeout_event(self, None)
                 await asyncio.sleep(step.delay)
                 continue
             if (message := outage.recovered()) is not None:
@@ -329,14 +292,14 @@ class GangJobTrigger(BaseTrigger):
                 self.log.info("gang job %s/%s: %s", self.namespace, self.name, line)
                 last_line = line
             if status.phase is GangPhase.LOST:
-                if waiting_for_admission and self._past(self.admission_deadline):
+                if waiting_for_admission and past(self.admission_deadline):
                     # Gone after its admission deadline: this trigger (or its predecessor in a
                     # triggerer that died before reporting) deleted it for that deadline.
-                    return self._event(
-                        "admission_timeout", seen, f"gang not admitted by {self.admission_deadline}"
+                    return gang_event(
+                        self, "admission_timeout", seen, f"gang not admitted by {self.admission_deadline}"
                     )
-                return self._event(
-                    "lost", seen, f"PyTorchJob {self.namespace}/{self.name} was deleted while waiting"
+                return gang_event(
+                    self, "lost", seen, f"PyTorchJob {self.namespace}/{self.name} was deleted while waiting"
                 )
             if status.admitted and self.admitted_at is None and seen.job is not None:
                 self.admitted_at = seen.admitted_at()
@@ -350,23 +313,24 @@ class GangJobTrigger(BaseTrigger):
             if waiting_for_admission and status.admitted:
                 waiting_for_admission = False
                 if self.wait_for == "admission":
-                    return self._event("admitted", seen, "")
+                    return gang_event(self, "admitted", seen, "")
             if status.finished:
-                return self._event(status.phase.value, seen, status.message)
-            if waiting_for_admission and self._past(self.admission_deadline):
+                return gang_event(self, status.phase.value, seen, status.message)
+            if waiting_for_admission and past(self.admission_deadline):
                 await self._delete(hook)
-                return self._event(
+                return gang_event(
+                    self,
                     "admission_timeout",
                     seen,
                     f"gang not admitted by {self.admission_deadline}: {status.describe()}",
                 )
-            if self._past(self.execution_deadline):
-                return self._execution_timeout(seen)
+            if past(self.execution_deadline):
+                return execution_timeout_event(self, seen)
             deadlines = [
                 moment
                 for moment in (
-                    _parse(self.admission_deadline) if waiting_for_admission else None,
-                    _parse(self.execution_deadline),
+                    parse_moment(self.admission_deadline) if waiting_for_admission else None,
+                    parse_moment(self.execution_deadline),
                 )
                 if moment
             ]
@@ -374,15 +338,6 @@ class GangJobTrigger(BaseTrigger):
             timeout = min([recheck, *((moment - utc_now()).total_seconds() for moment in deadlines)])
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(feed.changed.wait(), max(0.0, timeout))
-
-    @staticmethod
-    def _past(moment: str | None) -> bool:
-        parsed = _parse(moment)
-        return parsed is not None and utc_now() >= parsed
-
-    def _execution_timeout(self, seen: GangSnapshot | None) -> dict[str, Any]:
-        message = f"execution_timeout reached at {self.execution_deadline}"
-        return self._event("error", seen, message, reason="execution_timeout")
 
     async def _observe(self, hook: AsyncGangJobHook) -> GangSnapshot:
         job = await hook.get_pytorchjob(self.name, self.namespace)
@@ -393,41 +348,6 @@ class GangJobTrigger(BaseTrigger):
         )
         pods = await hook.list_job_pods(self.name, self.namespace) if job is not None else []
         return GangSnapshot.of(job, podgroup, pods, self.gang_scheduling)
-
-    def _event(
-        self, status: str, seen: GangSnapshot | None, message: str, *, reason: str | None = None
-    ) -> dict[str, Any]:
-        gang = seen.status if seen else None
-        finished = finished_at(seen.job) if seen is not None and seen.job is not None else None
-        return {
-            "status": status,
-            # For "error": execution_timeout (the task gives up: the job is deleted), api_error
-            # (the API refused a read: nothing is deleted).
-            "reason": reason,
-            "name": self.name,
-            "namespace": self.namespace,
-            "uid": self.uid,
-            "phase": gang.phase.value if gang else None,
-            "podgroup_phase": gang.podgroup_phase if gang else None,
-            "queue": gang.queue if gang else None,
-            "message": message,
-            # What the task needs to finish the wait, carried in the event itself: dag.test()
-            # resumes a task with the event alone, without the defer kwargs.
-            "wait": {
-                "wait_for": self.wait_for,
-                "gang_scheduling": self.gang_scheduling,
-                "admission_deadline": self.admission_deadline,
-                "execution_deadline": self.execution_deadline,
-                "reattached": self.reattached,
-            },
-            # The task state store's ``progress`` entry, written by the task when it resumes.
-            "progress": gang.progress(utc_now().isoformat()) if gang else None,
-            "timeline": {
-                "submitted_at": self.submitted_at,
-                "admitted_at": self.admitted_at,
-                "finished_at": _iso(finished) if gang is not None and gang.finished else None,
-            },
-        }
 
     async def _delete(self, hook: AsyncGangJobHook, timeout: float = _DELETE_CONFIRM_SECONDS) -> bool:
         return await delete_gang(

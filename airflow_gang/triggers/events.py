@@ -1,0 +1,126 @@
+"""The one event a `GangJobTrigger` fires, when it may fire, and the UTC times its wait is measured in.
+
+An event carries everything the task needs to finish the wait without the trigger: the status and
+why, the gang's last look (phase, queue, the ``progress`` entry), the wait's plan (``dag.test()``
+resumes a task with the event alone, without its defer kwargs) and the timeline, taken from the
+cluster's own objects. Deadlines travel as ISO UTC strings, so a triggerer restart does not
+reset them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+from typing import Any, Protocol
+
+from airflow_gang.exceptions import GangApiUnavailable
+from airflow_gang.gang_state import GangSnapshot
+from airflow_gang.outage import OutageLog
+from airflow_gang.timeline import finished_at
+
+JsonDict = dict[str, Any]
+
+
+def utc_now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+def parse_moment(moment: str | None) -> dt.datetime | None:
+    return dt.datetime.fromisoformat(moment) if moment else None
+
+
+def past(moment: str | None) -> bool:
+    """Whether the ISO UTC time ``moment`` (None: never) has come."""
+    parsed = parse_moment(moment)
+    return parsed is not None and utc_now() >= parsed
+
+
+async def hold_until(not_before: str | None, log: OutageLog) -> None:
+    """Fire no event before ``not_before``: Airflow 3.3.2 fails a task whose resumed try races the
+    scheduler's handling of the deferral (apache/airflow#72716; see `GangJobTrigger`)."""
+    moment = parse_moment(not_before)
+    if moment is None:
+        return
+    wait = (moment - utc_now()).total_seconds()
+    if wait > 0:
+        log.info(
+            "holding the event %.1fs so the scheduler settles the deferral first (apache/airflow#72716)", wait
+        )
+        await asyncio.sleep(wait)
+
+
+class WaitingFor(Protocol):
+    """What the event says about the wait (`GangJobTrigger`'s attributes, read only)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def namespace(self) -> str: ...
+    @property
+    def uid(self) -> str: ...
+    @property
+    def wait_for(self) -> str: ...
+    @property
+    def gang_scheduling(self) -> str: ...
+    @property
+    def admission_deadline(self) -> str | None: ...
+    @property
+    def execution_deadline(self) -> str | None: ...
+    @property
+    def submitted_at(self) -> str | None: ...
+    @property
+    def admitted_at(self) -> str | None: ...
+    @property
+    def reattached(self) -> bool: ...
+
+
+def gang_event(
+    wait: WaitingFor, status: str, seen: GangSnapshot | None, message: str, *, reason: str | None = None
+) -> JsonDict:
+    """The event of a wait that ended with ``status`` after its last look ``seen`` (None: no look)."""
+    gang = seen.status if seen else None
+    finished = finished_at(seen.job) if seen is not None and seen.job is not None else None
+    return {
+        "status": status,
+        # For "error": execution_timeout (the task gives up: the job is deleted), api_error
+        # (the API refused a read: nothing is deleted).
+        "reason": reason,
+        "name": wait.name,
+        "namespace": wait.namespace,
+        "uid": wait.uid,
+        "phase": gang.phase.value if gang else None,
+        "podgroup_phase": gang.podgroup_phase if gang else None,
+        "queue": gang.queue if gang else None,
+        "message": message,
+        # What the task needs to finish the wait, carried in the event itself: dag.test()
+        # resumes a task with the event alone, without the defer kwargs.
+        "wait": {
+            "wait_for": wait.wait_for,
+            "gang_scheduling": wait.gang_scheduling,
+            "admission_deadline": wait.admission_deadline,
+            "execution_deadline": wait.execution_deadline,
+            "reattached": wait.reattached,
+        },
+        # The task state store's ``progress`` entry, written by the task when it resumes.
+        "progress": gang.progress(utc_now().isoformat()) if gang else None,
+        "timeline": {
+            "submitted_at": wait.submitted_at,
+            "admitted_at": wait.admitted_at,
+            "finished_at": finished.isoformat() if finished and gang is not None and gang.finished else None,
+        },
+    }
+
+
+def api_unavailable_event(wait: WaitingFor, unavailable: GangApiUnavailable) -> JsonDict:
+    """The event of a wait past ``api_unavailable_timeout``: nothing deleted, the outage's length
+    and last error for the task's `GangApiUnavailable`."""
+    event = gang_event(wait, "api_unavailable", None, str(unavailable), reason="api_unavailable")
+    event["unavailable_seconds"] = unavailable.unavailable_seconds
+    event["last_error"] = unavailable.last_error
+    return event
+
+
+def execution_timeout_event(wait: WaitingFor, seen: GangSnapshot | None) -> JsonDict:
+    """The event of a wait past the task's ``execution_timeout`` (the task then deletes the job)."""
+    message = f"execution_timeout reached at {wait.execution_deadline}"
+    return gang_event(wait, "error", seen, message, reason="execution_timeout")
