@@ -134,16 +134,27 @@ def dag_values(out: Path, deferrable: bool, **overrides: Any) -> dict[str, Any]:
     return values
 
 
-# Each kind of outage in one mode each (CI time): the worker and the triggerer share the outage
-# handling (airflow_gang.outage), and test_trigger_watches.py covers the trigger under both.
+# Each kind of outage in one mode each, plus the closed listener in the worker (CI time): the
+# worker and the triggerer share the outage handling (airflow_gang.outage), and
+# test_trigger_watches.py covers the trigger under both. (faults, deferrable, job seconds, seconds
+# until the faults are cleared.)
 OUTAGES = pytest.mark.parametrize(
-    ("faults", "deferrable"),
+    ("faults", "deferrable", "duration", "seconds"),
     [
-        pytest.param(STORM, False, id="503-storm-sync"),
+        pytest.param(STORM, False, "10", 6, id="503-storm-sync"),
         # Deferred, a storm of 503s on new requests goes unnoticed: the triggerer's shared watches
         # stay open and nothing needs a GET. A closed listener drops them too.
         pytest.param(
-            {"seed": 3, "outages": [{"start": 0, "duration": 5}]}, True, id="listener-closed-deferrable"
+            {"seed": 3, "outages": [{"start": 0, "duration": 5}]},
+            True,
+            "10",
+            6,
+            id="listener-closed-deferrable",
+        ),
+        # In the worker, a closed listener refuses the wait's reads and cuts the master's log
+        # stream; a job of 4 s ends during the 3 s outage or just after it.
+        pytest.param(
+            {"seed": 3, "outages": [{"start": 0, "duration": 3}]}, False, "4", 3, id="listener-closed-sync"
         ),
     ],
 )
@@ -158,10 +169,12 @@ def test_an_outage_mid_wait_neither_fails_the_task_nor_deletes_the_job(
     capfd: pytest.CaptureFixture[str],
     deferrable: bool,
     faults: dict[str, Any],
+    duration: str,
+    seconds: float,
 ) -> None:
     out = tmp_path / "result.json"
-    dag = write_dag(OUTAGE_DAG, **dag_values(out, deferrable))
-    observer.when(running(observer, dag.dag_id), faults, seconds=6)
+    dag = write_dag(OUTAGE_DAG, **dag_values(out, deferrable, duration=duration))
+    observer.when(running(observer, dag.dag_id), faults, seconds=seconds)
     with JobEvents(cluster) as events:
         dag_run = dag.test()
     assert observer.fired.is_set(), "the faults never started: the job was never seen Running"
