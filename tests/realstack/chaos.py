@@ -884,7 +884,12 @@ class ChaosReport:
                 "tasks in expected end state",
                 f"{self.expected_count}/{total} ({100 * self.expected_count / max(total, 1):.1f}%)",
             ),
-            ("objects left behind", str(self.left_behind)),
+            (
+                "objects left behind",
+                f"{self.left_behind} (jobs {len(self.leftovers.get('pytorchjobs', []))}, "
+                f"PodGroups {len(self.leftovers.get('podgroups', []))}, "
+                f"pods {len(self.leftovers.get('pods', []))})",
+            ),
             ("jobs submitted twice for one try", str(len(self.twice))),
             ("healthy jobs deleted by us", str(len(self.healthy_deleted))),
             ("job watch", self.watch_note),
