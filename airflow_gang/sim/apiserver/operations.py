@@ -39,6 +39,8 @@ from airflow_gang.sim.apiserver.store import AlreadyStored, StaleVersion, Store,
 
 JsonDict = objects.JsonDict
 _SERVER_META = ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation")
+# What a write to the status subresource reads from its body.
+_STATUS_WRITE_FIELDS = ("kind", "apiVersion", "metadata", "status")
 
 
 # UIDs must be unique, not secret: uuid4() reads os.urandom and builds a UUID object on every
@@ -215,6 +217,10 @@ class Api:
         dry_run: bool,
         owned: bool = False,
     ) -> JsonDict:
+        if subresource == "status" and isinstance(body, dict):
+            # Only the status of the body is kept (below): copying and defaulting the rest (a
+            # pod's whole spec, for every kubelet and scheduler status write) would be thrown away.
+            body = {key: body[key] for key in _STATUS_WRITE_FIELDS if key in body}
         new = admission.decode(info, namespace, body, owned=owned)
         meta = new["metadata"]
         if meta.get("name") != name:
