@@ -28,8 +28,10 @@ def _silence(names: Sequence[str]) -> None:
 
 def _serve(options: dict[str, Any], quiet: Sequence[str], conn: Connection, stop: EventType) -> None:
     from airflow_gang.sim.cluster import SimCluster
+    from airflow_gang.sim.process_tuning import tune_garbage_collection
 
     _silence(quiet)
+    tune_garbage_collection()  # this process serves the cluster and nothing else
     try:
         with SimCluster(**options) as cluster:
             conn.send(cluster.kubeconfig_path)

@@ -27,6 +27,8 @@ from collections.abc import Iterator, Sequence
 from types import FrameType
 from typing import Any
 
+from airflow_gang.sim.process_tuning import tune_garbage_collection
+
 DEFAULT_KUBECONFIG = "sim.kubeconfig"
 
 
@@ -127,6 +129,7 @@ def wait_until(stop: threading.Event) -> None:
 def run_apiserver(args: argparse.Namespace) -> int:
     from airflow_gang.sim.apiserver.server import start_apiserver
 
+    tune_garbage_collection()
     with stop_signals() as stop:
         handle = start_apiserver(
             port=args.port,

@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from airflow_gang.sim.process_tuning import tune_garbage_collection
+
 if TYPE_CHECKING:
     from threading import Event
 
@@ -191,6 +193,7 @@ def run_cluster(args: argparse.Namespace) -> int:
         isolate_controllers=args.isolate_controllers,
         **_topology(args),
     )
+    tune_garbage_collection()
     with stop_signals() as stop:
         cluster.start()
         _report_and_serve(args, cluster, kubeconfig, stop)
@@ -252,6 +255,7 @@ def run_controllers(args: argparse.Namespace) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
     manager = ControllerManager(args.kubeconfig, factories, context=args.context)
+    tune_garbage_collection()
     with stop_signals() as stop:
         manager.start()
         try:

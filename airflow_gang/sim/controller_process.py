@@ -32,6 +32,7 @@ from types import FrameType
 from typing import IO, Any
 
 from airflow_gang.sim.controllers.manager import ControllerManager
+from airflow_gang.sim.process_tuning import tune_garbage_collection
 from airflow_gang.sim.topology import CONTROLLER_NAMES, Topology, controller_factories
 
 _READY = "ready"
@@ -189,6 +190,7 @@ def main() -> None:
     # Ctrl-C reaches the whole process group: the parent decides when its controllers stop.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    tune_garbage_collection()
     try:
         factories = controller_factories(_topology(order["topology"]), order["only"])
         manager = ControllerManager(order["kubeconfig"], factories)
