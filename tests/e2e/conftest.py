@@ -20,7 +20,9 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s
 
+from airflow_gang.hooks.gang import GangJobHook
 from airflow_gang.sim.cluster import SimCluster
+from airflow_gang.spec import GangJobSpec
 from tests.metadata import migrate_db
 from tests.waiting import eventually
 
@@ -52,6 +54,22 @@ def api(cluster: SimCluster) -> Iterator[k8s.ApiClient]:
     client = cluster.api_client()
     yield client
     client.close()
+
+
+def submit_gang(name: str, seconds: int = 60, namespace: str = "default") -> dict[str, Any]:
+    """Create a one-master, one-worker GPU gang (PodGroup + PyTorchJob) whose replicas run for
+    ``seconds``, straight through the hook; returns the stored PyTorchJob."""
+    hook = GangJobHook(conn_id="kubernetes_default")
+    spec = GangJobSpec(
+        image="ghcr.io/acme/train:1",
+        workers=1,
+        resources={"nvidia.com/gpu": 1},
+        pod_template={"metadata": {"annotations": {"sim.airflow-gang.io/duration": str(seconds)}}},
+    )
+    podgroup = spec.build_podgroup(name, namespace)
+    assert podgroup is not None
+    hook.create_podgroup(podgroup, namespace)
+    return hook.create_pytorchjob(spec.build_pytorchjob(name, namespace), namespace)
 
 
 def leftovers(api: k8s.ApiClient, namespace: str = "default") -> dict[str, list[str]]:

@@ -18,8 +18,8 @@ import pytest
 from airflow_gang.hooks.gang import GangJobHook
 from airflow_gang.operators import cleanup
 from airflow_gang.sim.cluster import SimCluster
-from airflow_gang.spec import GangJobSpec
 from airflow_gang.triggers.gang import GangJobTrigger, on_kill_budget_seconds
+from tests.e2e.conftest import submit_gang
 
 pytestmark = pytest.mark.usefixtures("kube_connection")
 
@@ -34,20 +34,10 @@ def job(
     cluster: SimCluster, kube_connection: str, request: pytest.FixtureRequest
 ) -> Iterator[dict[str, Any]]:
     """A running gang job (PodGroup + PyTorchJob); at the end, faults off and both deleted."""
-    hook = GangJobHook(conn_id="kubernetes_default")
     name = "budget-trigger" if "trigger" in request.node.name else "budget-sync"
-    spec = GangJobSpec(
-        image="ghcr.io/acme/train:1",
-        workers=1,
-        resources={"nvidia.com/gpu": 1},
-        pod_template={"metadata": {"annotations": {"sim.airflow-gang.io/duration": "60"}}},
-    )
-    podgroup = spec.build_podgroup(name, NAMESPACE)
-    assert podgroup is not None
-    hook.create_podgroup(podgroup, NAMESPACE)
-    created = hook.create_pytorchjob(spec.build_pytorchjob(name, NAMESPACE), NAMESPACE)
-    yield created
+    yield submit_gang(name, namespace=NAMESPACE)
     cluster.clear_faults()
+    hook = GangJobHook(conn_id="kubernetes_default")
     cleanup.delete_gang(hook, name, NAMESPACE, None, timeout=30, reason="test cleanup")
 
 

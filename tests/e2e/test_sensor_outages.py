@@ -28,8 +28,7 @@ from airflow_gang.hooks.gang import GangJobHook
 from airflow_gang.operators import cleanup
 from airflow_gang.sensors.gang import GangAdmissionSensor, PyTorchJobSensor
 from airflow_gang.sim.cluster import SimCluster
-from airflow_gang.spec import GangJobSpec
-from tests.e2e.conftest import task_states
+from tests.e2e.conftest import submit_gang, task_states
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.usefixtures("kube_connection")
@@ -73,16 +72,7 @@ def running_job(cluster: SimCluster, api: k8s.ApiClient) -> Iterator[dict[str, A
     """A gang job whose replicas run for a minute; at the end, faults off and the job deleted."""
     hook = GangJobHook(conn_id="kubernetes_default")
     name = "sensed"
-    spec = GangJobSpec(
-        image="ghcr.io/acme/train:1",
-        workers=1,
-        resources={"nvidia.com/gpu": 1},
-        pod_template={"metadata": {"annotations": {"sim.airflow-gang.io/duration": "60"}}},
-    )
-    podgroup = spec.build_podgroup(name, NAMESPACE)
-    assert podgroup is not None
-    hook.create_podgroup(podgroup, NAMESPACE)
-    job = hook.create_pytorchjob(spec.build_pytorchjob(name, NAMESPACE), NAMESPACE)
+    job = submit_gang(name, namespace=NAMESPACE)
     eventually(lambda: GangAdmissionSensor(task_id="ready", job_name=name).poke({}), 20, 0.1)  # type: ignore[arg-type]
     yield job
     cluster.clear_faults()
