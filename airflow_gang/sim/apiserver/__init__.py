@@ -11,8 +11,10 @@ How the pieces fit (each module has one job):
 - ``registry.py`` / ``resources.py``: every kind is one :class:`ResourceInfo` row (group,
   version, kind, plural, scope, subresources, schema, field selectors, hooks).
 - ``routes.py`` (+ ``params.py``, ``watch_stream.py``, ``subresources.py``, ``scale.py``):
-  generic handlers, one per HTTP method, for ``/api/v1/...`` and ``/apis/{group}/{version}/...``,
-  plus discovery; ``kubelet_proxy.py``: ``pods/log`` relayed to the node's kubelet.
+  generic handlers, one per HTTP method, for ``/api/v1/...`` and ``/apis/{group}/{version}/...``
+  (reached through ``resource_dispatch.py``, the innermost middleware), plus discovery;
+  ``kubelet_proxy.py``: ``pods/log`` relayed to the node's kubelet. JSON on the wire goes
+  through ``../json_wire.py`` (msgspec).
 - ``operations.py``: the verbs; ``admission.py``: decode -> mutate -> validate -> webhooks;
   ``gc.py``: deletion, finalizers and ownerReference garbage collection.
 - ``store.py`` / ``watching.py``: one resourceVersion, a bounded event log, per-watcher queues.
