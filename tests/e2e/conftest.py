@@ -56,7 +56,7 @@ def api(cluster: SimCluster) -> Iterator[k8s.ApiClient]:
     client.close()
 
 
-def submit_gang(name: str, seconds: int = 60, namespace: str = "default") -> dict[str, Any]:
+def submit_gang(name: str, seconds: float = 60, namespace: str = "default") -> dict[str, Any]:
     """Create a one-master, one-worker GPU gang (PodGroup + PyTorchJob) whose replicas run for
     ``seconds``, straight through the hook; returns the stored PyTorchJob."""
     hook = GangJobHook(conn_id="kubernetes_default")

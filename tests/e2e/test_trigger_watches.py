@@ -41,8 +41,8 @@ from airflow_gang.hooks.gang import GangJobHook
 from airflow_gang.operators.pytorch_job import PyTorchJobOperator
 from airflow_gang.sensors.gang import PyTorchJobSensor
 from airflow_gang.sim.cluster import SimCluster
-from airflow_gang.spec import GangJobSpec
 from airflow_gang.triggers.gang import GangJobTrigger
+from tests.e2e.conftest import submit_gang
 from tests.sim.apiserver.helpers import call
 from tests.waiting import eventually
 
@@ -76,17 +76,8 @@ def submit(cluster: SimCluster, kube_connection: str) -> Iterator[Callable[[str,
     created: list[str] = []
 
     def create(name: str, duration: float) -> Submitted:
-        spec = GangJobSpec(
-            image="ghcr.io/acme/train:1",
-            workers=1,
-            resources={"nvidia.com/gpu": 1},
-            pod_template={"metadata": {"annotations": {"sim.airflow-gang.io/duration": str(duration)}}},
-        )
-        podgroup = spec.build_podgroup(name, NAMESPACE)
-        assert podgroup is not None
-        hook.create_podgroup(podgroup, NAMESPACE)
-        created.append(name)
-        job = hook.create_pytorchjob(spec.build_pytorchjob(name, NAMESPACE), NAMESPACE)
+        created.append(name)  # before the creates: a half-made gang is deleted all the same
+        job = submit_gang(name, duration, namespace=NAMESPACE)
         return Submitted(name, job["metadata"]["uid"])
 
     yield create
