@@ -360,13 +360,15 @@ def run_session(
     groups = _groups(snapshot, config, memo)
     gate = _Enqueue(snapshot, groups, config)
     enqueued: set[Key] = set()
-    rejected: dict[Key, tuple[str, ...]] = {}
     for group in groups:
         if group.phase != "Pending" or group.incomplete:
             continue
         reasons = gate.admit(group)
         if reasons:
-            rejected[group.key] = tuple(reasons)
+            # Restated every session, not memoized: which rejections apply moves with the
+            # queue's running totals, and the recorder drops repeats.
+            for reason in reasons:
+                result.events.append(GroupEvent(group.key, "Normal", "Unschedulable", reason))
         else:
             enqueued.add(group.key)
 
@@ -412,7 +414,6 @@ def run_session(
         groups,
         result,
         enqueued=enqueued,
-        rejected=rejected,
         ready_groups=ready_groups,
         fit=fit,
         could_go=could_go,
@@ -427,20 +428,13 @@ def _close_all(
     result: SessionResult,
     *,
     enqueued: set[Key],
-    rejected: dict[Key, tuple[str, ...]],
     ready_groups: set[Key],
     fit: dict[Key, tuple[int, int, str | None]],
     could_go: dict[Key, dict[Key, str]],
     memo: SessionMemo | None,
 ) -> None:
-    """Every group's status, conditions and events; a group decided as last time reuses them.
-
-    The enqueue gate's rejections are restated for every group: which of them apply moves with
-    the queue's running totals from session to session, and the recorder drops repeats.
-    """
+    """Every group's status, conditions and events; a group decided as last time reuses them."""
     for group in groups:
-        for reason in rejected.get(group.key, ()):
-            result.events.append(GroupEvent(group.key, "Normal", "Unschedulable", reason))
         nodes_for = could_go.get(group.key) or {}
         enqueued_now, ready = group.key in enqueued, group.key in ready_groups
         inputs = (enqueued_now, ready, fit[group.key], tuple(sorted(nodes_for.items())))
