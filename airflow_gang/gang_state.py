@@ -7,7 +7,11 @@ so they can never disagree about what "admitted" or "failed" means:
   least ``minMember`` of its pods bound to nodes (Volcano binds a session before it writes
   ``Running``, DOMAIN.md §10); or the job already has a ``Running``, ``Succeeded`` or ``Failed``
   condition. With gang scheduling disabled: every replica pod bound (the operator's ``Running``
-  only means the Master runs, which is exactly the deadlocked state).
+  only means the Master runs, which is exactly the deadlocked state). The same holds for a job
+  of ``gang_scheduling="training-operator"`` that has pods but no PodGroup: a training-operator
+  with the gang flag creates pods only once its PodGroup is admitted, so such pods come from
+  an operator without ``--gang-scheduler-name=volcano`` and the job is no gang at all
+  (`GangStatus.warning` says so).
 - finished = the job's last true condition is ``Succeeded`` or ``Failed``.
 
 Decisions use phases and bound pods, never the mere presence of a PodGroup condition (a stale
@@ -25,6 +29,10 @@ from airflow_gang.timeline import gang_admitted_at
 
 JsonDict = dict[str, Any]
 JOB_NAME_LABEL = "training.kubeflow.org/job-name"
+NOT_GANG_SCHEDULED = (
+    "not gang-scheduled: the training-operator created pods but no PodGroup, so it runs without "
+    "--gang-scheduler-name=volcano; start it with that flag, or use gang_scheduling='provider'"
+)
 REPLICA_TYPE_LABEL = "training.kubeflow.org/replica-type"
 REPLICA_INDEX_LABEL = "training.kubeflow.org/replica-index"
 
@@ -49,6 +57,7 @@ class GangStatus:
     running: int
     job_condition: str | None
     message: str
+    warning: str = ""  # something about the job the user must know, whatever its phase
 
     @property
     def admitted(self) -> bool:
@@ -60,7 +69,7 @@ class GangStatus:
 
     def progress(self, updated_at: str) -> dict[str, Any]:
         """The task state store's ``progress`` entry: what the UI shows while the task waits."""
-        return {
+        entry = {
             "phase": self.phase.value,
             "podgroup_phase": self.podgroup_phase,
             "queue": self.queue,
@@ -70,6 +79,9 @@ class GangStatus:
             "message": self.message,
             "updated_at": updated_at,
         }
+        if self.warning:
+            entry["warning"] = self.warning
+        return entry
 
     def describe(self) -> str:
         """One log-friendly line: ``queued podgroup=Pending queue=default bound=0/4 | reason``."""
@@ -80,7 +92,10 @@ class GangStatus:
             parts.append(f"queue={self.queue}")
         parts.append(f"bound={self.bound}/{self.replicas}")
         text = " ".join(parts)
-        return f"{text} | {self.message}" if self.message else text
+        for note in (self.message, self.warning):
+            if note:
+                text = f"{text} | {note}"
+        return text
 
 
 def last_true_condition(job: JsonDict) -> JsonDict | None:
@@ -134,10 +149,17 @@ def gang_status(
     min_member = int(pg_spec.get("minMember") or policy.get("minAvailable") or replicas or 0)
     bound = _bound(pods)
     running = sum(1 for pod in pods if (pod.get("status") or {}).get("phase") == "Running")
+    operator_made_no_gang = (
+        gang_scheduling == "training-operator"
+        and podgroup is None
+        and any(not _deleting(pod) for pod in pods)
+    )
+    no_gang = gang_scheduling == "disabled" or operator_made_no_gang
+    warning = NOT_GANG_SCHEDULED if operator_made_no_gang else ""
 
     def status(phase: GangPhase, condition_type: str | None, message: str) -> GangStatus:
         return GangStatus(
-            phase, pg_phase, queue, min_member, replicas, bound, running, condition_type, message
+            phase, pg_phase, queue, min_member, replicas, bound, running, condition_type, message, warning
         )
 
     if job is None:
@@ -152,9 +174,9 @@ def gang_status(
     all_bound = replicas > 0 and bound >= replicas
     # Without gang scheduling the operator calls a job Running as soon as its Master runs, even
     # when its Workers can never be placed (the deadlock): only every replica bound counts.
-    if condition_type in ("Running", "Restarting") and (gang_scheduling != "disabled" or all_bound):
+    if condition_type in ("Running", "Restarting") and (not no_gang or all_bound):
         return status(GangPhase.RUNNING, condition_type, message)
-    if gang_scheduling == "disabled":
+    if no_gang:
         admitted = all_bound
     else:
         admitted = pg_phase in ("Running", "Completed") or (
@@ -164,7 +186,7 @@ def gang_status(
         return status(GangPhase.ADMITTED, condition_type, "")
     if condition_type == "Suspended":
         reason = message or "the PyTorchJob is suspended"
-    elif podgroup is None and gang_scheduling != "disabled":
+    elif podgroup is None and not no_gang:
         reason = "waiting for the PodGroup to be created"
     else:
         reason = _unschedulable_message(podgroup, pods)

@@ -250,9 +250,10 @@ class GangJobHook(JobPodsMixin, KubernetesHook):
         """Make the PyTorchJob own the PodGroup, so deleting the job garbage-collects it.
 
         A merge patch replaces ``metadata.ownerReferences`` with the one reference: the PodGroup
-        is the provider's own and has no other owner. ``controller`` is False (the
-        training-operator, not the PodGroup, is the job's controller) and ``blockOwnerDeletion``
-        True, so a Foreground delete of the job waits for the PodGroup.
+        is the provider's own and has no other owner. The job is its controller (a gang-enabled
+        training-operator wakes the job on the group's changes only through that reference, see
+        `owner_reference_patch`) and ``blockOwnerDeletion`` is True, so a Foreground delete of
+        the job waits for the PodGroup.
 
         :param name: PodGroup name.
         :param namespace: its namespace.

@@ -86,7 +86,16 @@ def delete_options(propagation: str, uid: str | None) -> dict[str, Any]:
 
 
 def owner_reference_patch(job: dict[str, Any]) -> dict[str, Any]:
-    """The merge patch that makes ``job`` the non-controller, deletion-blocking owner."""
+    """The merge patch that makes ``job`` the PodGroup's controller and deletion-blocking owner.
+
+    ``controller: true`` is what makes the group the training-operator's own when it runs with
+    ``--gang-scheduler-name=volcano``: its PodGroup watch wakes a job only through the group's
+    controller reference (``OnlyControllerOwner``), so with ``controller: false`` Volcano's
+    admission of the group never reaches the job and its pods are never created. The operator
+    then treats the group as the one it would have made (same name, same spec from
+    ``schedulingPolicy``): it syncs it without changing it and deletes it when the job ends.
+    Without the flag nothing reads the reference but the garbage collector.
+    """
     metadata = job.get("metadata") or {}
     if not metadata.get("uid") or not metadata.get("name"):
         raise ValueError("the job must be the stored object (with metadata.name and metadata.uid)")
@@ -95,7 +104,7 @@ def owner_reference_patch(job: dict[str, Any]) -> dict[str, Any]:
         "kind": job.get("kind", PYTORCHJOBS.kind),
         "name": metadata["name"],
         "uid": metadata["uid"],
-        "controller": False,
+        "controller": True,
         "blockOwnerDeletion": True,
     }
     return {"metadata": {"ownerReferences": [reference]}}

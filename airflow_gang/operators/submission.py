@@ -267,14 +267,25 @@ def _has_live_owner(hook: GangJobHook, podgroup: JsonDict) -> bool:
 
 
 def ensure_podgroup_owner(hook: GangJobHook, job: JsonDict, logger: logging.Logger | Any = log) -> None:
-    """Give an adopted job's PodGroup its ownerReference if a crash left it without one."""
+    """Make an adopted job its PodGroup's controller if a crash left the group without an owner,
+    or an earlier version of the provider owned it with ``controller: false`` (which a
+    gang-enabled training-operator never wakes the job for: `kinds.owner_reference_patch`)."""
     name, namespace = job["metadata"]["name"], job["metadata"]["namespace"]
     podgroup = hook.get_podgroup(name, namespace)
-    if podgroup is None or owned_by(podgroup, job["metadata"].get("uid")):
+    if podgroup is None:
         return
-    if podgroup["metadata"].get("ownerReferences"):
+    uid = job["metadata"].get("uid")
+    references = podgroup["metadata"].get("ownerReferences") or []
+    if any(reference.get("uid") == uid and reference.get("controller") for reference in references):
+        return
+    if not owned_by(podgroup, uid) and references:
         return  # another owner: leave it
-    logger.info("PodGroup %s/%s had no owner: the adopted job now owns it", namespace, name)
+    logger.info(
+        "PodGroup %s/%s %s: the adopted job is now its controller",
+        namespace,
+        name,
+        "was owned without a controller reference" if references else "had no owner",
+    )
     hook.set_podgroup_owner(name, namespace, job)
 
 

@@ -149,7 +149,7 @@ def test_an_adopted_job_gets_the_podgroup_owner_a_crash_left_out(
         assert [(owner["kind"], owner["uid"]) for owner in owners] == [("PyTorchJob", job["metadata"]["uid"])]
         output = capfd.readouterr().out
         assert f"reattaching to live PyTorchJob default/{earlier} from try 1" in output
-        assert f"PodGroup default/{earlier} had no owner: the adopted job now owns it" in output
+        assert f"PodGroup default/{earlier} had no owner: the adopted job is now its controller" in output
     finally:
         cleanup(api, dag.dag_id)
 

@@ -314,7 +314,7 @@ def test_deleting_the_job_garbage_collects_the_owned_podgroup(hook: GangJobHook,
             "kind": "PyTorchJob",
             "name": name,
             "uid": job["metadata"]["uid"],
-            "controller": False,
+            "controller": True,
             "blockOwnerDeletion": True,
         }
     ]

@@ -9,11 +9,13 @@ import time
 
 from kubernetes import client as k8s
 
+from airflow_gang.hooks.kinds import owner_reference_patch
 from airflow_gang.spec import GangJobSpec
 
 JOBS = 6
 DURATION = 1.0
 GROUP = ("kubeflow.org", "v1")
+VOLCANO = ("scheduling.volcano.sh", "v1beta1")
 
 
 def seed_spec(gang_scheduling: str) -> GangJobSpec:
@@ -28,17 +30,21 @@ def seed_spec(gang_scheduling: str) -> GangJobSpec:
 
 
 def submit(api: k8s.ApiClient, spec: GangJobSpec, namespace: str = "default") -> list[str]:
+    """Create the six jobs the way the provider does: PodGroup, PyTorchJob, then the job made
+    the PodGroup's owner with the provider's own patch (`owner_reference_patch`)."""
     custom = k8s.CustomObjectsApi(api)
     names = [f"seed-{index + 1}" for index in range(JOBS)]
     for name in names:
         podgroup = spec.build_podgroup(name, namespace)
         if podgroup is not None:
-            custom.create_namespaced_custom_object(
-                "scheduling.volcano.sh", "v1beta1", namespace, "podgroups", podgroup
-            )
-        custom.create_namespaced_custom_object(
+            custom.create_namespaced_custom_object(*VOLCANO, namespace, "podgroups", podgroup)
+        job = custom.create_namespaced_custom_object(
             *GROUP, namespace, "pytorchjobs", spec.build_pytorchjob(name, namespace)
         )
+        if podgroup is not None:
+            custom.patch_namespaced_custom_object(
+                *VOLCANO, namespace, "podgroups", name, owner_reference_patch(job)
+            )
     return names
 
 

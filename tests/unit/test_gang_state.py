@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from airflow_gang.gang_state import GangPhase, failing_replica, gang_status
+from airflow_gang.gang_state import NOT_GANG_SCHEDULED, GangPhase, failing_replica, gang_status
 
 JsonDict = dict[str, Any]
 
@@ -112,6 +112,26 @@ def test_without_gang_scheduling_a_running_master_with_unbound_workers_is_not_ad
         gang_status(job(("Created", "True"), ("Running", "True")), None, pods(4), "disabled").phase
         is GangPhase.RUNNING
     )
+
+
+def test_training_operator_mode_pods_without_a_podgroup_are_no_gang_and_say_so() -> None:
+    """Pods but no PodGroup: the training-operator runs without its gang flag, so the job is
+    judged like a plain one (a Master running with unbound Workers is the deadlock) and warned."""
+    running = job(("Created", "True"), ("Running", "True"))
+    deadlocked = gang_status(running, None, pods(1), "training-operator")
+    assert deadlocked.phase is GangPhase.QUEUED
+    assert deadlocked.warning == NOT_GANG_SCHEDULED
+    assert deadlocked.describe().endswith(f"| {NOT_GANG_SCHEDULED}")
+    assert deadlocked.progress("t")["warning"] == NOT_GANG_SCHEDULED
+    placed = gang_status(running, None, pods(4), "training-operator")
+    assert (placed.phase, placed.warning) == (GangPhase.RUNNING, NOT_GANG_SCHEDULED)
+    # Before the operator made anything, or with its PodGroup there, nothing is amiss.
+    waiting = gang_status(job(("Created", "True")), None, [], "training-operator")
+    assert (waiting.phase, waiting.warning) == (GangPhase.QUEUED, "")
+    assert waiting.message == "waiting for the PodGroup to be created"
+    ganged = gang_status(running, podgroup("Running"), pods(4), "training-operator")
+    assert (ganged.phase, ganged.warning) == (GangPhase.RUNNING, "")
+    assert "warning" not in ganged.progress("t")
 
 
 def test_a_missing_job_is_lost() -> None:

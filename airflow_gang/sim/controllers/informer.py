@@ -6,6 +6,12 @@ to the controllers subscribed to that kind (the object, or ``None`` after a re-l
 "anything may have changed"); a controller that wants it wakes and reads the cache
 (level-triggered), so a missed or coalesced notification can never lose work.
 
+A controller that maps events the way controller-runtime's handlers do (which event of which
+object wakes which owner) subscribes to `Change`s instead (`Informer.subscribe_changes`): the
+event type, the object and its cached state before. A re-list offers, before its ``None``,
+one `Change` per object that it added, changed or removed, as client-go's ``Replace`` does
+(objects it finds unchanged are the resync updates that dependent-object predicates drop).
+
 Secondary indexes (`Informer.add_index`) let a controller read just its part of a big cache —
 a kubelet its node's pods — instead of scanning every object on each wake-up.
 """
@@ -15,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Iterable
-from typing import Any, TypeAlias
+from typing import Any, Literal, NamedTuple, TypeAlias
 
 import aiohttp
 
@@ -29,6 +35,18 @@ _RETRY_SECONDS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0)
 Listener: TypeAlias = Callable[[JsonDict | None], None]
 """Called with each changed object (the last state seen for a deletion), or None after a re-list."""
 IndexFunction: TypeAlias = Callable[[JsonDict], Iterable[str]]
+
+
+class Change(NamedTuple):
+    """One event of a kind, as a controller-runtime event handler receives it."""
+
+    type: Literal["ADDED", "MODIFIED", "DELETED"]
+    obj: JsonDict  # the new state; for a deletion the last state seen
+    old: JsonDict | None  # the cached state before the event (None for ADDED)
+
+
+ChangeListener: TypeAlias = Callable[[Change | None], None]
+"""Called with each `Change`, or None after a re-list (whose changes were offered first)."""
 
 
 def _resource_version(obj: JsonDict) -> int:
@@ -50,6 +68,7 @@ class Informer:
         self._deleted: dict[tuple[str, str], int] = {}
         self.synced = asyncio.Event()
         self._listeners: list[Listener] = []
+        self._change_listeners: list[ChangeListener] = []
         self._index_functions: dict[str, IndexFunction] = {}
         # index name -> index value -> keys of the objects with that value
         self._indexes: dict[str, dict[str, dict[tuple[str, str], None]]] = {}
@@ -57,9 +76,29 @@ class Informer:
     def subscribe(self, listener: Listener) -> None:
         self._listeners.append(listener)
 
-    def _notify(self, obj: JsonDict | None) -> None:
+    def subscribe_changes(self, listener: ChangeListener) -> None:
+        self._change_listeners.append(listener)
+
+    def _notify(self, obj: JsonDict | None, change: Change | None = None) -> None:
         for listener in self._listeners:
             listener(obj)
+        for change_listener in self._change_listeners:
+            change_listener(change)
+
+    def _offer_relisted(self, before: dict[tuple[str, str], JsonDict]) -> None:
+        """Offer the change listeners what a re-list added, changed or removed since ``before``."""
+        if not self._change_listeners:
+            return
+        changes = [Change("DELETED", old, old) for key, old in before.items() if key not in self.objects]
+        for key, obj in self.objects.items():
+            old = before.get(key)
+            if old is None:
+                changes.append(Change("ADDED", obj, None))
+            elif _resource_version(old) != _resource_version(obj):
+                changes.append(Change("MODIFIED", obj, old))
+        for change in changes:
+            for change_listener in self._change_listeners:
+                change_listener(change)
 
     def add_index(self, name: str, values_of: IndexFunction) -> None:
         """Keep objects findable by ``values_of(obj)`` (`indexed`); a second add of ``name`` is a no-op."""
@@ -144,12 +183,14 @@ class Informer:
 
     async def _list(self) -> str:
         listing = await self.client.list_objects(self.kind)
+        before = self.objects
         self.objects = {object_key(item): _with_kind(item, self.kind) for item in listing.get("items", [])}
         self._indexes = {name: {} for name in self._index_functions}
         for key, obj in self.objects.items():
             self._index(key, obj)
         self._deleted = {}
         self.synced.set()
+        self._offer_relisted(before)
         self._notify(None)
         return str(listing["metadata"]["resourceVersion"])
 
@@ -164,12 +205,15 @@ class Informer:
             version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
             if kind == "BOOKMARK":
                 continue
+            old = self.objects.get(object_key(obj))
             if kind == "DELETED":
                 self._drop(object_key(obj))
                 self._deleted[object_key(obj)] = _resource_version(obj)
+                change = Change("DELETED", _with_kind(obj, self.kind), old)
             else:
                 self.observe(_with_kind(obj, self.kind))
-            self._notify(obj)
+                change = Change("ADDED" if kind == "ADDED" else "MODIFIED", obj, old)
+            self._notify(obj, change)
         return version
 
 

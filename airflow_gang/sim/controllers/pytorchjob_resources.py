@@ -13,10 +13,9 @@ training variables (``PET_RDZV_*``) are not set either; ``PET_NNODES`` does use 
 from __future__ import annotations
 
 import copy
-from decimal import Decimal
 from typing import Any
 
-from airflow_gang.quantity import QuantityError, parse_quantity, sum_resources
+from airflow_gang.quantity import sum_resources
 from airflow_gang.sim.controllers.pytorchjob_status import MASTER, REPLICA_TYPES, WORKER, format_selector
 
 JsonDict = dict[str, Any]
@@ -273,21 +272,3 @@ def build_podgroup(job: JsonDict, spec: JsonDict) -> JsonDict:
         "metadata": metadata,
         "spec": spec,
     }
-
-
-def same_podgroup_spec(current: JsonDict, desired: JsonDict) -> bool:
-    """Whether an existing group already has the desired spec; quantities compare by value,
-    so a server that rewrites ``1024Mi`` as ``1Gi`` does not cause an update every round."""
-
-    def quantities(spec: JsonDict) -> dict[str, Decimal] | None:
-        try:
-            return {key: parse_quantity(value) for key, value in (spec.get("minResources") or {}).items()}
-        except QuantityError:
-            return None
-
-    return (
-        current.get("minMember") == desired.get("minMember")
-        and (current.get("queue") or "") == desired.get("queue")
-        and (current.get("priorityClassName") or "") == (desired.get("priorityClassName") or "")
-        and quantities(current) == quantities(desired)
-    )

@@ -7,10 +7,27 @@ creations interleaved across jobs (`rounds`: every job's first pod, then every j
 ...), services, PodGroup/job removals, then status through the ``/status`` subresource, only
 when it changed. Within a step (a round of pods) the writes go out together
 (`concurrency.in_parallel`), as the real operator's workers send them for many jobs at once.
-Writes are idempotent: ``AlreadyExists`` on create and ``NotFound`` on delete mean done, a
-``Conflict`` on status waits for the next round, and a rejected create (say the PodGroup
-webhook refusing a closed queue) is logged and retried later, as the real operator does.
-Deadlines and TTLs are re-checked by the period and a timer, against the injected clock.
+``AlreadyExists`` on create and ``NotFound`` on delete mean done. A job whose PodGroup sync
+fails (the webhook refusing a closed queue, a conflict on the spec write) gets no pods that
+round and is not retried: the real ``ReconcileJobs`` only logs ``Sync PodGroup ...`` and returns
+no error. Any other failed write (a pod, a service, the status, a deletion) requeues that job
+with the work queue's per-item backoff (5 ms doubling up to 1000 s, `requeue_delay`).
+
+Which events wake which job follows v1.9's ``SetupWithManager`` and its predicates
+(``pkg/controller.v1/pytorch/pytorchjob_controller.go``, ``pkg/common/util/reconciler.go``):
+
+- every PyTorchJob event wakes that job (including the status writes of this controller);
+- a pod, service or PodGroup wakes only the job named by its *controller* ownerReference
+  (``EnqueueRequestForOwner(..., OnlyControllerOwner())``) — a create or delete only when it
+  carries the ``training.kubeflow.org/replica-type`` label (so never a PodGroup), an update
+  only when that reference resolves to the cached job of the same uid;
+- PriorityClasses are only read, never watched for;
+- a re-list wakes what it found changed (`informer.Change`); nothing else comes back on its
+  own: controller-runtime's default resync is ten hours (``RESYNC_SECONDS``).
+
+So a PodGroup someone else made without a controller reference to the job never wakes it:
+with the gang flag, such a job sees its group ``Pending`` once and never learns it was
+admitted — the hang of a provider-made PodGroup owned with ``controller: false``.
 
 Jobs submitted (or resumed from suspension) together get their pods together: a job that has no
 pods yet waits until no other new job has shown up for ``batch_window`` seconds (at most
@@ -19,28 +36,28 @@ round-robin. A client that
 submits six jobs in a loop thus meets the same interleaving the real operator's parallel
 workers produce, every time, instead of winning or losing a race against this loop.
 
-Rounds are incremental, like the real operator's work queue: a change to a job, or to a pod,
-service or PodGroup it controls, marks that job dirty, and a round plans only the dirty jobs.
-Everything is planned again after a re-list, a conflict, and every ``RESYNC_SECONDS`` (the
-informer resync of the real one); a job's deadline or TTL marks it dirty when it comes due.
-
-Memory kept between rounds, per job: when it was first seen (for that batching) and how many
+Memory kept between rounds, per job: when it was first seen (for that batching), how many
 failed pods were deleted to restart them (the real operator keeps the equivalent in its work
-queue), which counts against ``backoffLimit``; a restarted operator starts that count afresh.
+queue), which counts against ``backoffLimit``, and its failed rounds in a row (the backoff); a
+restarted operator starts them afresh. Deadlines and TTLs wake their job by a timer, against
+the injected clock.
 """
 
 from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import functools
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+
+import aiohttp
 
 from airflow_gang.sim.controllers.client import ApiError, JsonDict, KubeClient
 from airflow_gang.sim.controllers.clock import utc_now
 from airflow_gang.sim.controllers.concurrency import in_parallel
-from airflow_gang.sim.controllers.informer import Cache, deep_get
+from airflow_gang.sim.controllers.informer import Cache, Change, deep_get
 from airflow_gang.sim.controllers.kinds import (
     PODGROUPS,
     PODS,
@@ -50,7 +67,7 @@ from airflow_gang.sim.controllers.kinds import (
     Kind,
     object_key,
 )
-from airflow_gang.sim.controllers.pytorchjob_resources import VOLCANO
+from airflow_gang.sim.controllers.pytorchjob_resources import JOB_NAME_LABEL, REPLICA_TYPE_LABEL, VOLCANO
 from airflow_gang.sim.controllers.runner import Controller
 from airflow_gang.sim.controllers.training_plan import JobPlan, PlanInputs, plan_job, rounds
 
@@ -58,9 +75,19 @@ log = logging.getLogger(__name__)
 
 MANAGED_BY = "kubeflow.org/training-operator"
 BATCH_LIMIT = 1.0  # seconds a steady stream of new jobs may hold back the first ones' pods
-RESYNC_SECONDS = 10.0
+# controller-runtime's default SyncPeriod (the operator sets none): in practice, never.
+RESYNC_SECONDS = 10 * 3600.0
+# client-go's DefaultControllerRateLimiter, per item: 5 ms doubling, at most 1000 s.
+BACKOFF_BASE_SECONDS = 0.005
+BACKOFF_MAX_SECONDS = 1000.0
 CONTROLLER_INDEX = "training-operator/controller"
 JobKey = tuple[str, str]
+_WRITE_ERRORS = (ApiError, aiohttp.ClientError, OSError, TimeoutError)
+
+
+def requeue_delay(failures: int) -> float:
+    """Seconds before a job whose round failed ``failures`` times in a row is reconciled again."""
+    return min(BACKOFF_BASE_SECONDS * 2.0 ** max(failures - 1, 0), BACKOFF_MAX_SECONDS)
 
 
 def _creation_order(obj: JsonDict) -> tuple[str, str, str]:
@@ -68,11 +95,12 @@ def _creation_order(obj: JsonDict) -> tuple[str, str, str]:
     return str(deep_get(obj, "metadata", "creationTimestamp", default="")), namespace, name
 
 
-def _controller_ref(obj: JsonDict) -> JsonDict | None:
-    """The ownerReference of the PyTorchJob controlling ``obj``, if any."""
+def _controller_ref(obj: JsonDict | None) -> JsonDict | None:
+    """The controller ownerReference of ``obj`` if it points at a PyTorchJob."""
     for ref in deep_get(obj, "metadata", "ownerReferences", default=None) or []:
         if ref.get("controller") and ref.get("kind") == PYTORCHJOBS.kind:
-            return dict(ref)
+            group = str(ref.get("apiVersion") or "").partition("/")[0]
+            return dict(ref) if group == PYTORCHJOBS.group else None
     return None
 
 
@@ -81,13 +109,14 @@ def _controller_uids(obj: JsonDict) -> list[str]:
     return [str(ref.get("uid"))] if ref is not None else []
 
 
-def _controller_key(obj: JsonDict) -> JobKey | None:
-    ref = _controller_ref(obj)
-    return (object_key(obj)[0], str(ref.get("name"))) if ref is not None else None
-
-
 def _conditions(status: JsonDict | None) -> set[tuple[str, str, str]]:
     return {(c.get("type"), c.get("status"), c.get("reason")) for c in (status or {}).get("conditions") or []}
+
+
+def _job_of_child(child: JsonDict) -> JobKey:
+    """The job a pod or service built by `plan_job` belongs to (before it has a uid)."""
+    namespace, _ = object_key(child)
+    return namespace, str(deep_get(child, "metadata", "labels", JOB_NAME_LABEL, default=""))
 
 
 class TrainingOperator(Controller):
@@ -114,53 +143,76 @@ class TrainingOperator(Controller):
         clock: Callable[[], dt.datetime] = utc_now,
         batch_window: float = 0.25,
     ) -> None:
-        super().__init__(client, cache, period)
         if gang_scheduler_name and gang_scheduler_name.lower() != VOLCANO:
             raise ValueError(
                 f"gang_scheduler_name={gang_scheduler_name!r} is not simulated: use 'volcano' or None"
             )
         self.gang_scheduler = VOLCANO if gang_scheduler_name else None
+        self._dirty: set[JobKey] = set()
+        self._plan_all = True
+        super().__init__(client, cache, period)
         self.clock = clock
         if self.gang_scheduler is not None:
             # Only with the flag: a cluster without Volcano has no podgroups to list.
-            for kind in (PODGROUPS, PRIORITY_CLASSES):
-                self.follow(kind)
+            self.follow(PODGROUPS)
+            cache[PRIORITY_CLASSES]  # read for minResources, never watched for
         self.batch_window = batch_window
         self._restarts: dict[str, int] = {}
         self._first_seen: dict[str, float] = {}  # job uid -> when first seen unsuspended
+        self._failures: dict[JobKey, int] = {}  # failed rounds in a row, for the backoff
         self._timer: asyncio.TimerHandle | None = None
         self._reported: dict[tuple[str, str, str], str] = {}
-        self._dirty: set[JobKey] = set()
-        self._plan_all = True
         self._last_full_round = float("-inf")
         self._wake_at: dict[JobKey, dt.datetime] = {}
+        self._round_failures: set[JobKey] = set()
+        self._sync_failures: set[JobKey] = set()
         for kind in (PODS, SERVICES):
             cache[kind].add_index(CONTROLLER_INDEX, _controller_uids)
 
-    def wants(self, kind: Kind, obj: JsonDict) -> bool:
-        if kind in (PYTORCHJOBS, PODGROUPS):  # a PodGroup is named after its job
-            self._dirty.add(object_key(obj))
-            return True
-        if kind in (PODS, SERVICES):
-            key = _controller_key(obj)
-            if key is not None:
-                self._dirty.add(key)
-            return key is not None
-        self._plan_all = True  # a PriorityClass: any job may use it
-        return True
+    # --- which events wake which job (see the module docstring) ---------------------------------
 
-    def _offered(self, kind: Kind, obj: JsonDict | None) -> None:
-        if obj is None:  # a re-list: anything may have changed
-            self._plan_all = True
-        super()._offered(kind, obj)
+    def follow(self, kind: Kind) -> None:
+        self.cache[kind].subscribe_changes(functools.partial(self._changed, kind))
 
-    def requeue(self) -> None:
-        """Plan every job again soon (after a conflict: which job it concerned no longer matters)."""
-        self._plan_all = True
-        super().requeue()
+    def _changed(self, kind: Kind, change: Change | None) -> None:
+        if change is None:
+            # A re-list: its changed objects were offered one by one just before. Listing jobs
+            # again offers every job (the job watch has no update predicate): plan them all.
+            if kind == PYTORCHJOBS:
+                self._plan_all = True
+                self.wakeup.set()
+            return
+        keys = self._jobs_woken(kind, change)
+        if keys:
+            self._dirty |= keys
+            self.wakeup.set()
 
-    def _requeue_jobs(self, keys: set[JobKey]) -> None:
-        self._dirty |= keys
+    def _jobs_woken(self, kind: Kind, change: Change) -> set[JobKey]:
+        if kind == PYTORCHJOBS:
+            return set() if change.type == "DELETED" else {object_key(change.obj)}
+        namespace, _ = object_key(change.obj)
+        if change.type != "MODIFIED":
+            # OnDependentCreate/DeleteFunc: only objects with a replica type get through.
+            labels = deep_get(change.obj, "metadata", "labels", default=None) or {}
+            ref = _controller_ref(change.obj)
+            if REPLICA_TYPE_LABEL not in labels or ref is None:
+                return set()
+            return {(namespace, str(ref.get("name")))}
+        # OnDependentUpdateFunc: the controller, resolved to the cached job of that uid, and the
+        # previous controller if the reference changed.
+        woken = set()
+        new, old = _controller_ref(change.obj), _controller_ref(change.old)
+        for ref in (new, old if old != new else None):
+            if ref is not None and self._resolves(namespace, ref):
+                woken.add((namespace, str(ref.get("name"))))
+        return woken
+
+    def _resolves(self, namespace: str, ref: JsonDict) -> bool:
+        job = self.cache.get(PYTORCHJOBS, namespace, str(ref.get("name")))
+        return job is not None and _uid(job) == str(ref.get("uid"))
+
+    def _requeue_jobs(self, keys: Iterable[JobKey]) -> None:
+        self._dirty |= set(keys)
         self.wakeup.set()
 
     def _due_jobs(self) -> None:
@@ -181,7 +233,15 @@ class TrainingOperator(Controller):
             candidates = self.cache.items(PYTORCHJOBS)
         else:
             candidates = [job for key in self._dirty if (job := self.cache.get(PYTORCHJOBS, *key))]
-        self._dirty = set()
+        taken, self._dirty = self._dirty, set()
+        try:
+            await self._round(now, candidates, full)
+        except BaseException:
+            # Nothing of this round may be lost: the runner retries, and it plans the dirty set.
+            self._dirty |= taken | {object_key(job) for job in candidates}
+            raise
+
+    async def _round(self, now: dt.datetime, candidates: list[JsonDict], full: bool) -> None:
         jobs = sorted((job for job in candidates if self._manages(job)), key=_creation_order)
         pods = self.cache[PODS]
         services = self.cache[SERVICES]
@@ -191,7 +251,7 @@ class TrainingOperator(Controller):
         }
         plans: list[tuple[JsonDict, JobPlan]] = []
         for job in jobs:
-            uid = str(deep_get(job, "metadata", "uid", default=""))
+            uid = _uid(job)
             namespace, name = object_key(job)
             podgroup = self.cache.get(PODGROUPS, namespace, name) if self.gang_scheduler else None
             inputs = PlanInputs(now, self.gang_scheduler, self._restarts.get(uid, 0), priorities)
@@ -206,12 +266,20 @@ class TrainingOperator(Controller):
         waiting = self._batching(plans)
         self._dirty |= {object_key(job) for job, _ in plans if _uid(job) in waiting}
         plans = [(job, plan) for job, plan in plans if _uid(job) not in waiting]
+        self._round_failures, self._sync_failures = set(), set()
 
         await in_parallel(self._sync_podgroup(job, plan) for job, plan in plans)
+        # A failed PodGroup sync turns the job's round into a delayed one (ReconcileJobs:
+        # syncReplicas = false): no pods, no services, only lastReconcileTime.
+        plans = [
+            (job, _delayed(job, plan) if object_key(job) in self._sync_failures else plan)
+            for job, plan in plans
+        ]
         await in_parallel(self._delete_children(job, plan) for job, plan in plans)
         for row in rounds([plan.create_pods for _, plan in plans]):
-            await in_parallel(self._create(PODS, pod) for pod in row)
-        await in_parallel(self._create(SERVICES, svc) for _, plan in plans for svc in plan.create_services)
+            await in_parallel(self._create(PODS, pod, _job_of_child(pod)) for pod in row)
+        services_to_create = [svc for _, plan in plans for svc in plan.create_services]
+        await in_parallel(self._create(SERVICES, svc, _job_of_child(svc)) for svc in services_to_create)
         await in_parallel(self._finish(job, plan) for job, plan in plans)
         for job, plan in plans:
             if plan.wake_at is not None:
@@ -219,6 +287,16 @@ class TrainingOperator(Controller):
             else:
                 self._wake_at.pop(object_key(job), None)
         self._schedule_wake(now)
+        self._back_off({object_key(job) for job, _ in plans})
+
+    def _back_off(self, planned: set[JobKey]) -> None:
+        """Requeue the jobs whose round failed after their backoff; forget the others' failures."""
+        for key in planned - self._round_failures:
+            self._failures.pop(key, None)
+        loop = asyncio.get_running_loop()
+        for key in self._round_failures & planned:
+            self._failures[key] = failures = self._failures.get(key, 0) + 1
+            loop.call_later(requeue_delay(failures), self._requeue_jobs, {key})
 
     def _batching(self, plans: list[tuple[JsonDict, JobPlan]]) -> set[str]:
         """The jobs whose first pods wait for more jobs submitted together (see the module doc)."""
@@ -255,52 +333,68 @@ class TrainingOperator(Controller):
     # --- applying a plan ----------------------------------------------------------------------
 
     async def _sync_podgroup(self, job: JsonDict, plan: JobPlan) -> None:
+        key = object_key(job)
         if plan.create_podgroup is not None:
-            created = await self._create(PODGROUPS, plan.create_podgroup)
-            if created is not None:
-                log.info("podgroup created job=%s/%s", *object_key(job))
+            try:
+                created = await self.client.create(PODGROUPS, plan.create_podgroup, key[0])
+            except _WRITE_ERRORS as error:
+                self._sync_failures.add(key)
+                if isinstance(error, ApiError) and error.status == 409:
+                    # The group exists and this cache has not seen it yet; the real operator
+                    # reads it fresh, finds it and syncs it in the same round: plan again.
+                    self._requeue_jobs({key})
+                else:
+                    log.warning("Sync PodGroup %s/%s: unable to create PodGroup: %s", *key, error)
+                return
+            self.cache[PODGROUPS].observe(created)
+            log.info("podgroup created job=%s/%s", *key)
         if plan.update_podgroup is not None:
-            await self._replace(PODGROUPS, plan.update_podgroup)
+            replaced = await self._write(PODGROUPS, plan.update_podgroup, key, create=False, requeue=False)
+            if replaced is None:
+                self._sync_failures.add(key)
 
     async def _delete_children(self, job: JsonDict, plan: JobPlan) -> None:
-        namespace, _ = object_key(job)
+        key = object_key(job)
+        namespace, _ = key
         uid = _uid(job)
         for pod in plan.restart_pods:
-            if await self._delete(PODS, namespace, pod):
+            if await self._delete(PODS, namespace, pod, key):
                 self._restarts[uid] = self._restarts.get(uid, 0) + 1
                 log.info("pod restarted job=%s/%s pod=%s", namespace, _name(job), pod)
         for pod in plan.delete_pods:
-            await self._delete(PODS, namespace, pod)
+            await self._delete(PODS, namespace, pod, key)
         for service in plan.delete_services:
-            await self._delete(SERVICES, namespace, service)
+            await self._delete(SERVICES, namespace, service, key)
 
     async def _finish(self, job: JsonDict, plan: JobPlan) -> None:
-        namespace, name = object_key(job)
+        key = object_key(job)
+        namespace, name = key
         if plan.delete_podgroup:
-            await self._delete(PODGROUPS, namespace, name)
+            await self._delete(PODGROUPS, namespace, name, key)
         if plan.delete_job:
-            if await self._delete(PYTORCHJOBS, namespace, name):
+            if await self._delete(PYTORCHJOBS, namespace, name, key):
                 log.info("pytorchjob deleted after ttlSecondsAfterFinished job=%s/%s", namespace, name)
             return
         if plan.status is not None:
             await self._write_status(job, plan.status)
 
     async def _write_status(self, job: JsonDict, status: JsonDict) -> None:
-        namespace, name = object_key(job)
+        key = object_key(job)
         try:
             written = await self.client.replace(PYTORCHJOBS, {**job, "status": status}, subresource="status")
-        except ApiError as error:
-            if error.status == 409:
-                self.requeue()  # someone wrote the job meanwhile; decide again on fresh state
-            elif error.status != 404:
-                self._report(PYTORCHJOBS, job, error)
+        except _WRITE_ERRORS as error:
+            # A conflict (someone wrote the job meanwhile) is an error like any other: the job
+            # is requeued and decided again on fresh state.
+            if not (isinstance(error, ApiError) and error.status == 404):
+                self._round_failures.add(key)
+                if not (isinstance(error, ApiError) and error.status == 409):
+                    self._report(PYTORCHJOBS, job, error)
             return
         self.cache[PYTORCHJOBS].observe(written)
         for ctype, truth, reason in sorted(_conditions(status) - _conditions(job.get("status"))):
             log.info(
                 "pytorchjob condition job=%s/%s type=%s status=%s reason=%s",
-                namespace,
-                name,
+                *key,
                 ctype,
                 truth,
                 reason,
@@ -318,37 +412,48 @@ class TrainingOperator(Controller):
 
     # --- idempotent verbs ---------------------------------------------------------------------
 
-    async def _create(self, kind: Kind, body: JsonDict) -> JsonDict | None:
+    async def _create(self, kind: Kind, body: JsonDict, key: JobKey) -> None:
+        await self._write(kind, body, key, create=True, requeue=True)
+
+    async def _write(
+        self, kind: Kind, body: JsonDict, key: JobKey, *, create: bool, requeue: bool
+    ) -> JsonDict | None:
+        """Create or replace ``body``; the stored object, or None when the write did not happen.
+
+        A create answered ``AlreadyExists`` counts as done (an earlier round made it); with
+        ``requeue`` a failure requeues the job (`_back_off`), else it is only logged.
+        """
         namespace, _ = object_key(body)
         try:
-            created = await self.client.create(kind, body, namespace)
-        except ApiError as error:
-            if error.status != 409:  # AlreadyExists: an earlier round did it
+            if create:
+                written = await self.client.create(kind, body, namespace)
+            else:
+                written = await self.client.replace(kind, body)
+        except _WRITE_ERRORS as error:
+            status = error.status if isinstance(error, ApiError) else None
+            if create and status == 409:
+                return None if kind == PODGROUPS else body
+            if requeue and status != 404:
+                self._round_failures.add(key)
+            if kind == PODGROUPS:
+                log.warning("Sync PodGroup %s/%s: unable to update a PodGroup: %s", *key, error)
+            elif status not in (404, 409):
                 self._report(kind, body, error)
             return None
-        self.cache[kind].observe(created)
-        return created
+        self.cache[kind].observe(written)
+        return written
 
-    async def _replace(self, kind: Kind, body: JsonDict) -> None:
-        try:
-            replaced = await self.client.replace(kind, body)
-        except ApiError as error:
-            if error.status == 409:
-                self.requeue()
-            elif error.status != 404:
-                self._report(kind, body, error)
-            return
-        self.cache[kind].observe(replaced)
-
-    async def _delete(self, kind: Kind, namespace: str, name: str) -> bool:
+    async def _delete(self, kind: Kind, namespace: str, name: str, key: JobKey) -> bool:
         """Delete; True when this call did it. A pod that now terminates stays in the cache."""
         cached = self.cache.get(kind, namespace, name)
         try:
             answer = await self.client.delete(kind, name, namespace)
-        except ApiError as error:
-            if error.status == 404 and cached is not None:
-                self.cache[kind].forget(cached)
-            elif error.status != 404:
+        except _WRITE_ERRORS as error:
+            if isinstance(error, ApiError) and error.status == 404:
+                if cached is not None:
+                    self.cache[kind].forget(cached)
+            else:
+                self._round_failures.add(key)
                 self._report(kind, cached or {"metadata": {"namespace": namespace, "name": name}}, error)
             return False
         if deep_get(answer, "metadata", "deletionTimestamp"):
@@ -357,7 +462,7 @@ class TrainingOperator(Controller):
             self.cache[kind].forget(cached)
         return True
 
-    def _report(self, kind: Kind, obj: JsonDict, error: ApiError) -> None:
+    def _report(self, kind: Kind, obj: JsonDict, error: BaseException) -> None:
         """Log a refused write once per object and message; the next rounds retry quietly."""
         key = (kind.plural, *object_key(obj))
         if self._reported.get(key) != str(error):
@@ -365,6 +470,13 @@ class TrainingOperator(Controller):
                 self._reported.clear()
             self._reported[key] = str(error)
             log.warning("training-operator write refused %s/%s/%s: %s", *key, error)
+
+
+def _delayed(job: JsonDict, plan: JobPlan) -> JobPlan:
+    """The round of a job whose PodGroup sync failed: only the delayed status (and its timer)."""
+    status = plan.delayed_status
+    changed = status is not None and status != (job.get("status") or {})
+    return JobPlan(status=status if changed else None, wake_at=plan.wake_at)
 
 
 def _uid(job: JsonDict) -> str:
@@ -375,4 +487,4 @@ def _name(job: JsonDict) -> str:
     return object_key(job)[1]
 
 
-__all__ = ["TrainingOperator", "utc_now"]
+__all__ = ["TrainingOperator", "requeue_delay", "utc_now"]

@@ -9,8 +9,12 @@ restarts already made, and returns a `JobPlan`: what to create, delete and write
 2. a suspended job loses its pods, services and PodGroup and gets ``Suspended``; resuming
    resets ``startTime``;
 3. the backoff limit, then ``activeDeadlineSeconds``, fail the job and delete its pods;
-4. with a gang scheduler the PodGroup is synced first, and nothing else happens until Volcano
-   has moved it past ``Pending``;
+4. with a gang scheduler the PodGroup is synced first — created if missing, and otherwise
+   written with the spec the operator computes on *every* round (``SyncPodGroup`` decides
+   whether to update by diffing a pointer against an object, which always differs), so a
+   stale read loses a conflict — and nothing else happens until Volcano has moved it past
+   ``Pending``. A delayed round (no group yet, still ``Pending``, or a failed sync) only stamps
+   ``lastReconcileTime``;
 5. missing pods and services are created; Failed pods that may retry (OnFailure, Always,
    ExitCode 128-255) are deleted so the next round recreates them; conditions and
    ``replicaStatuses`` follow the pods.
@@ -19,10 +23,9 @@ restarts already made, and returns a `JobPlan`: what to create, delete and write
 containers of Running pods (the kubelet restarts OnFailure/Always containers in place), the job
 fails once the sum reaches the limit, and with a limit of 0 on the first failure — plus the
 pods this operator deleted to recreate them (``PlanInputs.restarts``), which the real one only
-notices through its work-queue retries. Two other deliberate differences: a job failing on
+notices through its work-queue retries. One other deliberate difference: a job failing on
 backoff or deadline loses its pods whatever ``cleanPodPolicy`` says (so nothing keeps holding
-GPUs), and ``lastReconcileTime`` is never written (the real operator rewrites it on every
-delayed round, which in a level-triggered loop would only spin).
+GPUs).
 """
 
 from __future__ import annotations
@@ -42,7 +45,6 @@ from airflow_gang.sim.controllers.pytorchjob_resources import (
     podgroup_spec,
     replica_selector,
     replica_specs,
-    same_podgroup_spec,
 )
 from airflow_gang.sim.controllers.pytorchjob_status import (
     ConditionType,
@@ -94,7 +96,10 @@ class JobPlan:
     restart_pods: list[str] = field(default_factory=list)  # deleted so that they are recreated
     delete_services: list[str] = field(default_factory=list)
     create_podgroup: JsonDict | None = None
-    update_podgroup: JsonDict | None = None  # the existing group with the desired spec
+    update_podgroup: JsonDict | None = None  # the existing group with the desired spec, every round
+    # What the round writes instead when the PodGroup sync fails (refused create, lost conflict):
+    # no pods, only lastReconcileTime. None when the round syncs no PodGroup.
+    delayed_status: JsonDict | None = None
     delete_podgroup: bool = False
     delete_job: bool = False
     status: JsonDict | None = None  # the new status, only when it differs
@@ -270,12 +275,25 @@ def _admitted(r: _Round) -> bool:
     desired = podgroup_spec(r.job, r.inputs.priorities, existing_queue)
     if r.podgroup is None:
         r.plan.create_podgroup = build_podgroup(r.job, desired)
+        _delay(r.status, r.now)
+        r.plan.delayed_status = r.status
         return False
-    current_spec = r.podgroup.get("spec") or {}
-    if not same_podgroup_spec(current_spec, desired):
-        r.plan.update_podgroup = {**copy.deepcopy(r.podgroup), "spec": {**current_spec, **desired}}
+    # The whole spec is replaced: fields the operator does not compute (minTaskMember,
+    # networkTopology...) are dropped, as the real fill function assigns a new PodGroupSpec.
+    r.plan.update_podgroup = {**copy.deepcopy(r.podgroup), "spec": desired}
     podgroup_phase = str((r.podgroup.get("status") or {}).get("phase") or "")
-    return podgroup_phase not in UNADMITTED_PHASES  # DelayPodCreationDueToPodGroup
+    if podgroup_phase in UNADMITTED_PHASES:  # DelayPodCreationDueToPodGroup
+        _delay(r.status, r.now)
+        r.plan.delayed_status = r.status
+        return False
+    r.plan.delayed_status = copy.deepcopy(r.status)
+    _delay(r.plan.delayed_status, r.now)
+    return True
+
+
+def _delay(status: JsonDict, now: dt.datetime) -> None:
+    """A round that creates no pods because of the PodGroup: the real one stamps the time."""
+    status["lastReconcileTime"] = rfc3339(now)
 
 
 def _sync_replicas(r: _Round) -> None:

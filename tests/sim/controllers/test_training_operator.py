@@ -6,6 +6,7 @@ container statuses through ``pods/status`` (pods stay unbound, so deleting them 
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -656,21 +657,120 @@ def test_the_gang_flag_creates_the_podgroup_and_holds_pods_until_volcano_admits_
     eventually(lambda: get_podgroup(custom, namespace, "gang") is None)
 
 
-def test_a_rejected_podgroup_keeps_the_job_without_pods_until_the_queue_exists(
+def test_a_rejected_podgroup_leaves_the_job_without_pods_until_the_job_is_touched(
     start_operator: StartOperator, core: k8s.CoreV1Api, custom: k8s.CustomObjectsApi, namespace: str
 ) -> None:
+    """A refused PodGroup create is only logged (ReconcileJobs returns no error): no retry, so the
+    queue appearing later changes nothing until some event of the job itself wakes it."""
     queue = f"q-{uuid.uuid4().hex[:8]}"
     create(custom, namespace, pytorchjob("queued", run_policy={"schedulingPolicy": {"queue": queue}}))
     operator = start_operator(gang_scheduler_name="volcano")
-    wait_for_condition(custom, namespace, "queued", "Created")
+    job = wait_for_condition(custom, namespace, "queued", "Created")
+    assert "lastReconcileTime" in job["status"]  # a delayed round
     rounds_pass(operator)
     assert get_podgroup(custom, namespace, "queued") is None  # the webhook refused it
     assert not job_pods(core, namespace, "queued")
 
     ensure_queue(custom, queue)
+    time.sleep(1.5)  # any retry of the real work queue's backoff would have come by now
+    assert get_podgroup(custom, namespace, "queued") is None
+
+    patch = {"metadata": {"labels": {"touched": "yes"}}}
+    custom.patch_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "queued", patch)
     group = wait_for_podgroup(custom, namespace, "queued")
     assert group["spec"]["queue"] == queue
     assert group["spec"]["minResources"] == {}  # no requests: nothing to reserve
+
+
+def someone_elses_podgroup(namespace: str, name: str, job: JsonDict, *, controller: bool) -> JsonDict:
+    """A PodGroup made before the job (as the provider makes it), then owned by the job."""
+    return {
+        "apiVersion": f"{VC_GROUP}/{VC_VERSION}",
+        "kind": "PodGroup",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "ownerReferences": [
+                {
+                    "apiVersion": f"{GROUP}/{VERSION}",
+                    "kind": "PyTorchJob",
+                    "name": name,
+                    "uid": job["metadata"]["uid"],
+                    "controller": controller,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        },
+        "spec": {"minMember": 2, "queue": "default", "minResources": {"cpu": "2", "nvidia.com/gpu": "2"}},
+    }
+
+
+def admit(custom: k8s.CustomObjectsApi, namespace: str, name: str) -> JsonDict:
+    """Play Volcano's enqueue: the group goes Inqueue (a plain update: PodGroups have no status
+    subresource)."""
+    group = get_podgroup(custom, namespace, name)
+    assert group is not None
+    group["status"] = {"phase": "Inqueue"}
+    result: JsonDict = custom.replace_namespaced_custom_object(
+        VC_GROUP, VC_VERSION, namespace, "podgroups", name, group
+    )
+    return result
+
+
+@pytest.mark.parametrize("controller", [False, True], ids=["non-controller-owner", "controller-owner"])
+def test_only_a_controller_reference_lets_the_admission_of_a_podgroup_wake_its_job(
+    start_operator: StartOperator,
+    core: k8s.CoreV1Api,
+    custom: k8s.CustomObjectsApi,
+    namespace: str,
+    controller: bool,
+) -> None:
+    """The hang of issue 23, as the real v1.9 operator has it: its PodGroup watch maps an event
+    to a job only through the group's controller ownerReference. A group owned with
+    ``controller: false`` is synced once (the job's own event), seen Pending, and its admission
+    by Volcano never reaches the job."""
+    ensure_queue(custom, "default")
+    operator = start_operator(gang_scheduler_name="volcano")
+    group = someone_elses_podgroup(
+        namespace, "owned", {"metadata": {"uid": "not-yet"}}, controller=controller
+    )
+    del group["metadata"]["ownerReferences"]  # made first, like the provider makes it
+    custom.create_namespaced_custom_object(VC_GROUP, VC_VERSION, namespace, "podgroups", group)
+    job = create(custom, namespace, pytorchjob("owned", gpus=1))
+    owned = someone_elses_podgroup(namespace, "owned", job, controller=controller)
+    patch = {"metadata": {"ownerReferences": owned["metadata"]["ownerReferences"]}}
+    custom.patch_namespaced_custom_object(VC_GROUP, VC_VERSION, namespace, "podgroups", "owned", patch)
+    wait_for_job(custom, namespace, "owned", lambda job: "lastReconcileTime" in (job.get("status") or {}))
+    rounds_pass(operator)
+    assert not job_pods(core, namespace, "owned")  # no phase yet: not admitted
+
+    admit(custom, namespace, "owned")
+    if controller:
+        wait_for_pods(core, namespace, "owned", 2)
+        return
+    time.sleep(1.5)
+    rounds_pass(operator)
+    assert not job_pods(core, namespace, "owned"), "the operator heard of an admission it does not watch"
+    # Anything that wakes the job itself lets it see the admission.
+    patch = {"metadata": {"labels": {"touched": "yes"}}}
+    custom.patch_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "owned", patch)
+    wait_for_pods(core, namespace, "owned", 2)
+
+
+def test_the_spec_sync_writes_the_computed_spec_over_an_edited_one(
+    start_operator: StartOperator, core: k8s.CoreV1Api, custom: k8s.CustomObjectsApi, namespace: str
+) -> None:
+    ensure_queue(custom, "default")
+    create(custom, namespace, pytorchjob("drift", gpus=1))
+    operator = start_operator(gang_scheduler_name="volcano")
+    group = wait_for_podgroup(custom, namespace, "drift")
+    wanted = dict(group["spec"])
+    group["spec"] = {**wanted, "minMember": 1, "minTaskMember": {"worker": 1}}
+    custom.replace_namespaced_custom_object(VC_GROUP, VC_VERSION, namespace, "podgroups", "drift", group)
+    # The edit of a group it controls wakes the job; its round writes the computed spec whole.
+    eventually(lambda: (get_podgroup(custom, namespace, "drift") or {}).get("spec") == wanted)
+    rounds_pass(operator)
+    assert not job_pods(core, namespace, "drift")
 
 
 def test_without_the_flag_pods_of_a_provider_made_podgroup_are_created_at_once(

@@ -151,25 +151,42 @@ def test_with_the_gang_flag_no_pod_exists_before_volcano_admits_the_group(phase:
         "queue": "default",
         "minResources": {"nvidia.com/gpu": "2"},
     }
+    assert first.status is not None
+    assert first.status["lastReconcileTime"] == "2026-01-01T12:00:00Z"  # a delayed round says when
     group = {**first.create_podgroup, "status": {"phase": phase} if phase else {}}
     later = plan_job(job(), [], [], group, gang)
-    assert (later.create_pods, later.create_podgroup, later.update_podgroup) == ([], None, None)
+    assert (later.create_pods, later.create_podgroup) == ([], None)
+    assert later.update_podgroup == group  # the same spec, written again: SyncPodGroup always updates
     assert later.status is not None
     assert "startTime" not in later.status
+    assert later.status["lastReconcileTime"] == "2026-01-01T12:00:00Z"
     admitted = plan_job(job(), [], [], {**group, "status": {"phase": "Inqueue"}}, gang)
     assert len(admitted.create_pods) == 2
+    # Should that write fail, the round turns into a delayed one: this status, and no pods.
+    assert admitted.delayed_status is not None
+    assert types(admitted.delayed_status) == [("Created", "True")]
+    assert admitted.delayed_status["lastReconcileTime"] == "2026-01-01T12:00:00Z"
 
 
-def test_a_drifted_podgroup_is_updated_but_keeps_its_queue() -> None:
+def test_a_drifted_podgroup_gets_the_computed_spec_whole_but_keeps_its_queue() -> None:
     group = {
         "metadata": {"name": "j", "namespace": "ml"},
-        "spec": {"minMember": 9, "queue": "team-a", "minResources": {"nvidia.com/gpu": "2"}},
+        "spec": {
+            "minMember": 9,
+            "queue": "team-a",
+            "minResources": {"nvidia.com/gpu": "2"},
+            "minTaskMember": {"worker": 1},
+        },
         "status": {"phase": "Inqueue"},
     }
     plan = plan_job(job(), [], [], group, PlanInputs(NOW, gang_scheduler="volcano"))
     assert plan.update_podgroup is not None
-    assert plan.update_podgroup["spec"]["minMember"] == 2
-    assert plan.update_podgroup["spec"]["queue"] == "team-a"
+    # The real fill function assigns a new PodGroupSpec: what it does not compute is dropped.
+    assert plan.update_podgroup["spec"] == {
+        "minMember": 2,
+        "queue": "team-a",
+        "minResources": {"nvidia.com/gpu": "2"},
+    }
     assert plan.update_podgroup["status"] == {"phase": "Inqueue"}
 
 
