@@ -21,10 +21,11 @@ from kubernetes import client as k8s
 
 from airflow_gang.sim.cluster import SimCluster
 from airflow_gang.stack import AirflowStack
+from airflow_gang.stack.settings import kubernetes_connection
 from tests.e2e.conftest import leftovers
 from tests.e2e.test_scenarios import PODGROUPS, PYTORCHJOBS
 from tests.realstack.chaos import CHAOS_DAG_FILES
-from tests.realstack.dags import DAG_FILES
+from tests.realstack.dags import DAG_FILES, GANG_FLAG_CONNECTION
 from tests.waiting import eventually
 
 EMPTY: dict[str, list[str]] = {"pytorchjobs": [], "podgroups": [], "pods": []}
@@ -41,7 +42,30 @@ def cluster() -> Iterator[SimCluster]:
 
 
 @pytest.fixture(scope="package")
-def stack(cluster: SimCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[AirflowStack]:
+def gang_flag_kubeconfig(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where `gang_flag_cluster` writes its kubeconfig; the stack's ``kubernetes_gang_flag``
+    connection names it from the start (a connection is read when a task runs)."""
+    return tmp_path_factory.mktemp("gang-flag") / "kubeconfig"
+
+
+@pytest.fixture
+def gang_flag_cluster(gang_flag_kubeconfig: Path) -> Iterator[SimCluster]:
+    """A second 2 x 2-GPU cluster whose training-operator runs with ``--gang-scheduler-name=volcano``
+    (the seed's setup), only while the test that needs it runs."""
+    with SimCluster(
+        nodes=2,
+        gpus_per_node=2,
+        schedule_period=0.5,
+        training_operator_gang="volcano",
+        kubeconfig_path=str(gang_flag_kubeconfig),
+    ) as running:
+        yield running
+
+
+@pytest.fixture(scope="package")
+def stack(
+    cluster: SimCluster, gang_flag_kubeconfig: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[AirflowStack]:
     dags = tmp_path_factory.mktemp("realstack-dags")
     for name, source in {**DAG_FILES, **CHAOS_DAG_FILES}.items():
         (dags / f"{name}.py").write_text(source)
@@ -51,6 +75,7 @@ def stack(cluster: SimCluster, tmp_path_factory: pytest.TempPathFactory) -> Iter
         "AIRFLOW__GANG__ORPHAN_REAPER_INTERVAL": str(REAPER_INTERVAL),
         # The real hold (default 10 s) unless a developer measures without it.
         "AIRFLOW__GANG__RESUME_HOLD_SECONDS": os.environ.get("GANG_REALSTACK_HOLD", "10"),
+        f"AIRFLOW_CONN_{GANG_FLAG_CONNECTION.upper()}": kubernetes_connection(gang_flag_kubeconfig),
     }
     # A home under pytest's basetemp (kept for the last runs): the components' logs and task logs
     # stay readable after a failure.

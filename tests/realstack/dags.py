@@ -20,7 +20,9 @@ def work(seconds, exit_code=0, log="epoch 1/1 accuracy=0.9"):
 """
 
 
-def sweep_dag(dag_id: str, gang_scheduling: str, admission_timeout: float) -> str:
+def sweep_dag(
+    dag_id: str, gang_scheduling: str, admission_timeout: float, conn_id: str = "kubernetes_default"
+) -> str:
     """Six deferrable 4-GPU jobs (Master + 3 Workers, 3 s each) mapped on a 4-GPU pool, retries=0."""
     return (
         _HEADER
@@ -29,7 +31,7 @@ with DAG("{dag_id}", schedule=None, start_date=dt.datetime(2026, 1, 1), catchup=
     PyTorchJobOperator.partial(
         task_id="train", image="ghcr.io/acme/train:1", workers=3, resources={{"nvidia.com/gpu": 1}},
         gang_scheduling="{gang_scheduling}", deferrable=True, admission_timeout={admission_timeout},
-        retries=0, poll_interval=30, pod_template=work(3),
+        retries=0, poll_interval=30, pod_template=work(3), kubernetes_conn_id="{conn_id}",
     ).expand(env=[{{"SWEEP_INDEX": str(i)}} for i in range(6)])
 """
     )
@@ -37,6 +39,10 @@ with DAG("{dag_id}", schedule=None, start_date=dt.datetime(2026, 1, 1), catchup=
 
 # With gangs: one whole gang at a time, never two placed together.
 GANG_SWEEP = sweep_dag("rs_gang_sweep", "provider", 300)
+# The default mode on the seed's own cluster: a training-operator started with
+# --gang-scheduler-name=volcano (conftest's `gang_flag_cluster`, behind this connection).
+GANG_FLAG_CONNECTION = "kubernetes_gang_flag"
+GANG_FLAG_SWEEP = sweep_dag("rs_gang_flag_sweep", "provider", 300, conn_id=GANG_FLAG_CONNECTION)
 # Without: partial placements deadlock the pool until each job's admission timeout deletes it.
 NO_GANG_SWEEP = sweep_dag("rs_no_gang_sweep", "disabled", 25)
 
@@ -177,6 +183,7 @@ with DAG("rs_inline_credentials", schedule=None, start_date=dt.datetime(2026, 1,
 DAG_FILES = {
     "rs_adopt_after_kill": ADOPT_AFTER_KILL,
     "rs_gang_sweep": GANG_SWEEP,
+    "rs_gang_flag_sweep": GANG_FLAG_SWEEP,
     "rs_no_gang_sweep": NO_GANG_SWEEP,
     "rs_long_job": LONG_JOB,
     "rs_retry_after_timeout": RETRY_AFTER_TIMEOUT,

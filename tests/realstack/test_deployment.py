@@ -28,10 +28,12 @@ import pytest
 from kubernetes import client as k8s
 
 from airflow_gang.hooks.client_pool import USER_AGENT
+from airflow_gang.sim.cluster import SimCluster
 from airflow_gang.stack import AirflowStack
 from airflow_gang.timeline import parse_time
+from tests.e2e.conftest import leftovers
 from tests.e2e.test_scenarios import delete_job, jobs_of
-from tests.realstack.conftest import REAPER_INTERVAL, component_logs
+from tests.realstack.conftest import EMPTY, REAPER_INTERVAL, component_logs
 from tests.sim.apiserver.helpers import call
 from tests.waiting import eventually
 
@@ -56,12 +58,12 @@ def states(stack: AirflowStack, dag_id: str, run_id: str) -> list[str | None]:
     return [ti["state"] for ti in tis]
 
 
-def run_gang_sweep(stack: AirflowStack) -> tuple[str, list[dict[str, Any]]]:
-    run_id = stack.client.trigger("rs_gang_sweep")
-    state = stack.client.wait_for_run("rs_gang_sweep", run_id, timeout=SWEEP_TIMEOUT)
-    assert states(stack, "rs_gang_sweep", run_id) == ["success"] * 6, component_logs(stack)
+def run_gang_sweep(stack: AirflowStack, dag_id: str = "rs_gang_sweep") -> tuple[str, list[dict[str, Any]]]:
+    run_id = stack.client.trigger(dag_id)
+    state = stack.client.wait_for_run(dag_id, run_id, timeout=SWEEP_TIMEOUT)
+    assert states(stack, dag_id, run_id) == ["success"] * 6, component_logs(stack)
     assert state == "success"
-    return run_id, results(stack, "rs_gang_sweep", run_id, 6)
+    return run_id, results(stack, dag_id, run_id, 6)
 
 
 def check_sweep_timelines(values: list[dict[str, Any]]) -> None:
@@ -128,6 +130,21 @@ def test_a_mapped_sweep_of_deferred_gangs_all_succeed_one_gang_at_a_time(
     assert "queued" in log
     assert "succeeded" in log
     assert "async thread was blocked" not in stack.component_log("triggerer")
+
+
+def test_with_the_operators_gang_flag_the_default_mode_sweep_runs_one_gang_at_a_time(
+    stack: AirflowStack, gang_flag_cluster: SimCluster
+) -> None:
+    """The seed's own setup (issue 23): a training-operator with ``--gang-scheduler-name=volcano``
+    takes the provider's PodGroups as its own, so every gang starts once Volcano admits it —
+    none waits out its admission timeout, none is submitted twice."""
+    _, values = run_gang_sweep(stack, "rs_gang_flag_sweep")
+    check_sweep_timelines(values)
+    assert len({value["uid"] for value in values}) == 6
+    # Nothing waited long: a gang that missed its admission would queue for the whole timeout.
+    assert all(value["queued_seconds"] < 60 for value in values), values
+    with gang_flag_cluster.api_client() as client:
+        eventually(lambda: leftovers(client) == EMPTY, timeout=30, message=f"left: {leftovers(client)}")
 
 
 @pytest.mark.slow
