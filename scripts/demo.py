@@ -56,11 +56,15 @@ def airflow_env(kubeconfig: Path) -> dict[str, str]:
     return env
 
 
-def start_simulator(kubeconfig: Path, train: bool, env: dict[str, str]) -> subprocess.Popen[bytes]:
+def start_simulator(
+    kubeconfig: Path, train: bool, env: dict[str, str], operator_gang: str | None = None
+) -> subprocess.Popen[bytes]:
     kubeconfig.unlink(missing_ok=True)
     command = [str(BIN / "airflow-gang"), "sim", "--kubeconfig", str(kubeconfig), "--schedule-period", "0.5"]
     if train:
         command += ["--runtime", "process", "--workdir", str(REPO)]
+    if operator_gang:
+        command += ["--training-operator-gang", operator_gang]
     log(f"starting the embedded cluster: {' '.join(command[1:])}")
     with (OUT / "sim.log").open("wb") as output:
         process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT, env=env, cwd=REPO)
@@ -152,6 +156,11 @@ def main() -> int:
     parser.add_argument(
         "--gang-scheduling", default="provider", choices=["provider", "training-operator", "disabled"]
     )
+    parser.add_argument(
+        "--training-operator-gang",
+        choices=["volcano"],
+        help="start the simulated training-operator with --gang-scheduler-name=volcano",
+    )
     args = parser.parse_args()
     started = time.monotonic()
     OUT.mkdir(exist_ok=True)
@@ -161,7 +170,7 @@ def main() -> int:
     log(f"preparing the demo's Airflow database ({shown(OUT / 'airflow')})")
     if run([str(BIN / "airflow"), "db", "migrate"], env, "db-migrate.log", timeout=300) != 0:
         sys.exit(f"airflow db migrate failed; see {OUT / 'db-migrate.log'}")
-    simulator = start_simulator(kubeconfig, args.train, env)
+    simulator = start_simulator(kubeconfig, args.train, env, args.training_operator_gang)
     try:
         if args.train:
             dag_id = "retrain_daily"

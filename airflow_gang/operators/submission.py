@@ -337,8 +337,40 @@ def submit(
                 )
         raise
     if podgroup is not None:
-        hook.set_podgroup_owner(name, namespace, created_job)
+        _make_job_own_podgroup(hook, name, namespace, created_job)
     return created_job, not submitted
+
+
+def _make_job_own_podgroup(hook: GangJobHook, name: str, namespace: str, job: JsonDict) -> None:
+    """Make the new job its PodGroup's controller; a PodGroup gone already is not an error.
+
+    A training-operator started with ``--gang-scheduler-name=volcano`` deletes the PodGroup of a
+    suspended job on its first look (and makes its own when the job is resumed); it may do so
+    before this patch. Any other deletion leaves a job whose pods wait for a group that is not
+    there: the operator with the flag makes one, and without it the admission timeout ends the
+    wait.
+    """
+    try:
+        hook.set_podgroup_owner(name, namespace, job)
+    except GangApiError as error:
+        if error.status != 404:
+            raise
+        if ((job.get("spec") or {}).get("runPolicy") or {}).get("suspend"):
+            log.info(
+                "PodGroup %s/%s of the suspended job is gone: the training-operator (started with "
+                "--gang-scheduler-name=volcano) deletes it while the job is suspended and makes its own "
+                "on resume",
+                namespace,
+                name,
+            )
+        else:
+            log.warning(
+                "PodGroup %s/%s was deleted before its job could own it; a training-operator started "
+                "with --gang-scheduler-name=volcano makes its own, any other leaves the job queued "
+                "until its admission_timeout",
+                namespace,
+                name,
+            )
 
 
 def job_create_refused(error: BaseException) -> bool:

@@ -54,6 +54,12 @@ def register(subparsers: Any) -> None:
         default="script",
         help="simulator runtime: script (pods follow their annotations) or process (run the command)",
     )
+    parser.add_argument(
+        "--training-operator-gang",
+        choices=["volcano"],
+        default=None,
+        help="run the simulated training-operator with --gang-scheduler-name=volcano (default: without)",
+    )
     parser.add_argument("--username", default="admin", help="UI login (default admin)")
     parser.add_argument("--password", default="admin", help="UI password (default admin)")
     parser.add_argument(
@@ -118,6 +124,7 @@ def run(args: argparse.Namespace) -> int:
             gpus_per_node=2,
             queues=RESEARCH_QUEUE,
             runtime=args.runtime,
+            training_operator_gang=args.training_operator_gang,
             schedule_period=0.5,
             kubeconfig_path=str(home / "sim.kubeconfig"),
             workdir=str(Path.cwd()),
@@ -132,7 +139,8 @@ def run(args: argparse.Namespace) -> int:
             startup_timeout=args.startup_timeout,
         )
         try:
-            say(f"starting the embedded cluster (2 nodes x 2 GPUs, {args.runtime} runtime)")
+            flag = ", training-operator --gang-scheduler-name=volcano" if args.training_operator_gang else ""
+            say(f"starting the embedded cluster (2 nodes x 2 GPUs, {args.runtime} runtime{flag})")
             cluster.start()
             say(f"cluster ready at {cluster.url}; starting Airflow (logs: {_shown(home / LOG_DIR)})")
             stack.start()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import shutil
 import textwrap
 import uuid
 from collections.abc import Callable, Iterator
@@ -130,6 +131,26 @@ def write_dag(airflow_db: None) -> Callable[..., Any]:
         return module.dag
 
     return write
+
+
+REPO_DAGS = Path(__file__).resolve().parents[2] / "dags"
+
+
+@pytest.fixture
+def example_dag(airflow_db: None) -> Callable[[str], Any]:
+    """Copy ``dags/<name>.py`` into the DAGs folder and return its ``dag`` object."""
+
+    def load(name: str) -> Any:
+        target = DAGS / f"{name}.py"
+        shutil.copyfile(REPO_DAGS / f"{name}.py", target)
+        spec = importlib.util.spec_from_file_location(f"example_{name}", target)
+        assert spec is not None
+        assert spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module.dag
+
+    return load
 
 
 def task_states(dag_run: Any) -> dict[str, str | None]:

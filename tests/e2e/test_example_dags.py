@@ -7,11 +7,8 @@ the repository's file there, keeping its name, so the DAG ids are the ones users
 from __future__ import annotations
 
 import datetime as dt
-import importlib.util
 import itertools
 import json
-import os
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -22,26 +19,6 @@ from tests.e2e.conftest import task_states
 from tests.metadata import xcom_value
 
 pytestmark = pytest.mark.usefixtures("kube_connection")
-
-REPO_DAGS = Path(__file__).resolve().parents[2] / "dags"
-DAGS_FOLDER = Path(os.environ["AIRFLOW__CORE__DAGS_FOLDER"])
-
-
-@pytest.fixture
-def example_dag(airflow_db: None) -> Callable[[str], Any]:
-    """Copy ``dags/<name>.py`` into the DAGs folder and return its ``dag`` object."""
-
-    def load(name: str) -> Any:
-        target = DAGS_FOLDER / f"{name}.py"
-        shutil.copyfile(REPO_DAGS / f"{name}.py", target)
-        spec = importlib.util.spec_from_file_location(f"example_{name}", target)
-        assert spec is not None
-        assert spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module.dag
-
-    return load
 
 
 def run_report(tmp_path: Path) -> tuple[list[dict[str, Any]], str]:

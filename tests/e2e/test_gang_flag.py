@@ -9,6 +9,7 @@ timeout). ``disabled`` cannot opt out of the operator's gang.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from kubernetes import client as k8s
 from airflow_gang.sim.cluster import SimCluster
 from airflow_gang.spec import GangJobSpec
 from tests.e2e.conftest import task_states
+from tests.e2e.test_example_dags import run_report
 from tests.e2e.test_scenarios import MODES, PODGROUPS, PYTORCHJOBS, JobEvents, delete_job, run_seed_sweep
 
 pytestmark = pytest.mark.usefixtures("kube_connection")
@@ -127,3 +129,22 @@ def test_disabled_cannot_opt_out_of_the_operators_own_gang(
     job, podgroup = admitted_job
     assert controller_references(podgroup) == [("PyTorchJob", job["metadata"]["uid"], True)]
     assert podgroup["spec"] == {"minMember": 4, "queue": "default", "minResources": {"nvidia.com/gpu": "4"}}
+
+
+def test_the_gang_vs_deadlock_example_with_suspended_submissions_runs_all_six(
+    example_dag: Callable[[str], Any], tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """The example submits its jobs suspended: with the flag the operator deletes a suspended
+    job's PodGroup (even before the provider has made the job its owner) and makes its own on
+    resume. Submission takes that as it is, and the gangs still run one at a time."""
+    dag = example_dag("gang_vs_deadlock")
+    dag_run = dag.test(
+        run_conf={"gang_scheduling": "provider", "train_seconds": 1, "report_dir": str(tmp_path)}
+    )
+    states = task_states(dag_run)
+    assert str(dag_run.state) == "success", states
+    jobs, _ = run_report(tmp_path)
+    assert [job["state"] for job in jobs] == ["succeeded"] * 6
+    spans = sorted((job["admitted_at"], job["finished_at"]) for job in jobs)
+    assert all(end <= start for (_, end), (start, _) in itertools.pairwise(spans)), spans
+    assert "Task failed" not in capfd.readouterr().out
