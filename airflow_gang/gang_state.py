@@ -149,10 +149,14 @@ def gang_status(
     min_member = int(pg_spec.get("minMember") or policy.get("minAvailable") or replicas or 0)
     bound = _bound(pods)
     running = sum(1 for pod in pods if (pod.get("status") or {}).get("phase") == "Running")
+    # A gang-flag operator deletes a finished job's PodGroup while its pods may stay
+    # (cleanPodPolicy None): only an unfinished job tells an operator without the flag.
     operator_made_no_gang = (
         gang_scheduling == "training-operator"
         and podgroup is None
         and any(not _deleting(pod) for pod in pods)
+        and job is not None
+        and (last_true_condition(job) or {}).get("type") not in ("Succeeded", "Failed")
     )
     no_gang = gang_scheduling == "disabled" or operator_made_no_gang
     warning = NOT_GANG_SCHEDULED if operator_made_no_gang else ""

@@ -129,6 +129,10 @@ def test_training_operator_mode_pods_without_a_podgroup_are_no_gang_and_say_so()
     waiting = gang_status(job(("Created", "True")), None, [], "training-operator")
     assert (waiting.phase, waiting.warning) == (GangPhase.QUEUED, "")
     assert waiting.message == "waiting for the PodGroup to be created"
+    # A gang-flag operator deletes a finished job's PodGroup; its pods may stay.
+    done = job(("Created", "True"), ("Running", "False"), ("Succeeded", "True"))
+    finished = gang_status(done, None, pods(4, phase="Succeeded"), "training-operator")
+    assert (finished.phase, finished.warning) == (GangPhase.SUCCEEDED, "")
     ganged = gang_status(running, podgroup("Running"), pods(4), "training-operator")
     assert (ganged.phase, ganged.warning) == (GangPhase.RUNNING, "")
     assert "warning" not in ganged.progress("t")

@@ -80,6 +80,7 @@ class Informer:
         self._change_listeners.append(listener)
 
     def _notify(self, obj: JsonDict | None, change: Change | None = None) -> None:
+        """Offer ``obj`` to the plain listeners and ``change`` (None: a re-list) to the others."""
         for listener in self._listeners:
             listener(obj)
         for change_listener in self._change_listeners:
@@ -205,14 +206,20 @@ class Informer:
             version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
             if kind == "BOOKMARK":
                 continue
-            old = self.objects.get(object_key(obj))
+            key = object_key(obj)
+            old = self.objects.get(key) if self._change_listeners else None
             if kind == "DELETED":
-                self._drop(object_key(obj))
-                self._deleted[object_key(obj)] = _resource_version(obj)
-                change = Change("DELETED", _with_kind(obj, self.kind), old)
+                self._drop(key)
+                self._deleted[key] = _resource_version(obj)
             else:
                 self.observe(_with_kind(obj, self.kind))
-                change = Change("ADDED" if kind == "ADDED" else "MODIFIED", obj, old)
+            change = None
+            if self._change_listeners:
+                change = Change(
+                    "DELETED" if kind == "DELETED" else "ADDED" if kind == "ADDED" else "MODIFIED",
+                    _with_kind(obj, self.kind),
+                    old,
+                )
             self._notify(obj, change)
         return version
 
