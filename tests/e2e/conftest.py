@@ -123,17 +123,22 @@ def write_dag(airflow_db: None) -> Callable[..., Any]:
         for key, value in values.items():
             text = text.replace(f"__{key.upper()}__", repr(value))
         path.write_text(text)
-        spec = importlib.util.spec_from_file_location(dag_id, path)
-        assert spec is not None
-        assert spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module.dag
+        return load_dag_file(path, dag_id)
 
     return write
 
 
 REPO_DAGS = Path(__file__).resolve().parents[2] / "dags"
+
+
+def load_dag_file(path: Path, module_name: str) -> Any:
+    """Import a DAG file as a module and return its ``dag``."""
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.dag
 
 
 @pytest.fixture
@@ -143,12 +148,7 @@ def example_dag(airflow_db: None) -> Callable[[str], Any]:
     def load(name: str) -> Any:
         target = DAGS / f"{name}.py"
         shutil.copyfile(REPO_DAGS / f"{name}.py", target)
-        spec = importlib.util.spec_from_file_location(f"example_{name}", target)
-        assert spec is not None
-        assert spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module.dag
+        return load_dag_file(target, f"example_{name}")
 
     return load
 

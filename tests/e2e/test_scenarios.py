@@ -12,6 +12,7 @@ lives in ``test_dags_test_subprocess.py``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import json
 import re
@@ -260,15 +261,15 @@ with DAG("__DAG_ID__", schedule=None, start_date=dt.datetime(2026, 1, 1), catchu
 BLOCKER_SECONDS = 6
 
 
-@pytest.fixture
-def busy_pool(api: k8s.ApiClient) -> Iterator[str]:
-    """A gang job holding all 4 GPUs for 6 s, created directly through the official client."""
-    name = "blocker"
+@contextlib.contextmanager
+def running_gang(api: k8s.ApiClient, name: str, replicas: int, seconds: float) -> Iterator[str]:
+    """A provider-style gang of ``replicas`` 1-GPU replicas running for ``seconds``, created
+    directly through the official client; deleted (and waited for) on exit."""
     spec = GangJobSpec(
         image="ghcr.io/acme/train:1",
-        workers=3,
+        workers=replicas - 1,
         resources={"nvidia.com/gpu": 1},
-        pod_template={"metadata": {"annotations": {"sim.airflow-gang.io/duration": str(BLOCKER_SECONDS)}}},
+        pod_template={"metadata": {"annotations": {"sim.airflow-gang.io/duration": str(seconds)}}},
     )
     podgroup = spec.build_podgroup(name, NAMESPACE)
     assert podgroup is not None
@@ -276,10 +277,17 @@ def busy_pool(api: k8s.ApiClient) -> Iterator[str]:
     custom.create_namespaced_custom_object(*PODGROUPS, podgroup)
     custom.create_namespaced_custom_object(*PYTORCHJOBS, spec.build_pytorchjob(name, NAMESPACE))
     try:
-        eventually(lambda: all_running(api, name, 4), timeout=20, message="blocker not running")
+        eventually(lambda: all_running(api, name, replicas), timeout=20, message=f"{name} not running")
         yield name
     finally:
         delete_job(api, name)
+
+
+@pytest.fixture
+def busy_pool(api: k8s.ApiClient) -> Iterator[str]:
+    """A gang job holding all 4 GPUs for 6 s."""
+    with running_gang(api, "blocker", 4, BLOCKER_SECONDS) as name:
+        yield name
 
 
 @MODES

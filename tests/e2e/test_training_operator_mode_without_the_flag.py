@@ -17,9 +17,8 @@ import pytest
 from kubernetes import client as k8s
 
 from airflow_gang.gang_state import NOT_GANG_SCHEDULED
-from airflow_gang.spec import GangJobSpec
 from tests.e2e.conftest import leftovers, task_states
-from tests.e2e.test_scenarios import MODES, NAMESPACE, PODGROUPS, PYTORCHJOBS, all_running, delete_job
+from tests.e2e.test_scenarios import MODES, running_gang
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.usefixtures("kube_connection")
@@ -42,23 +41,8 @@ with DAG("__DAG_ID__", schedule=None, start_date=dt.datetime(2026, 1, 1), catchu
 @pytest.fixture
 def one_gpu_taken(api: k8s.ApiClient) -> Iterator[str]:
     """A one-replica gang job holding one of the pool's 4 GPUs for a minute."""
-    name = "one-gpu"
-    spec = GangJobSpec(
-        image="ghcr.io/acme/train:1",
-        workers=0,
-        resources={"nvidia.com/gpu": 1},
-        pod_template={"metadata": {"annotations": {"sim.airflow-gang.io/duration": "60"}}},
-    )
-    podgroup = spec.build_podgroup(name, NAMESPACE)
-    assert podgroup is not None
-    custom = k8s.CustomObjectsApi(api)
-    custom.create_namespaced_custom_object(*PODGROUPS, podgroup)
-    custom.create_namespaced_custom_object(*PYTORCHJOBS, spec.build_pytorchjob(name, NAMESPACE))
-    try:
-        eventually(lambda: all_running(api, name, 1), timeout=20, message="the one-GPU job is not running")
+    with running_gang(api, "one-gpu", 1, 60) as name:
         yield name
-    finally:
-        delete_job(api, name)
 
 
 @MODES
