@@ -42,7 +42,7 @@ class Change(NamedTuple):
 
     type: Literal["ADDED", "MODIFIED", "DELETED"]
     obj: JsonDict  # the new state; for a deletion the last state seen
-    old: JsonDict | None  # the cached state before the event (None for ADDED)
+    old: JsonDict | None  # the cached state before the event (None when there was none)
 
 
 ChangeListener: TypeAlias = Callable[[Change | None], None]
