@@ -37,7 +37,7 @@ GANG_FLAG = {"training_operator_gang": "volcano"}  # --gang-scheduler-name=volca
 def assert_deadlocked(api: k8s.ApiClient, names: list[str]) -> None:
     core, custom = k8s.CoreV1Api(api), k8s.CustomObjectsApi(api)
     eventually(lambda: sum(jobs_holding_gpus(core).values()) == 4, timeout=15)
-    time.sleep(10 * DURATION)  # ten job durations: long enough for any job that could run to finish
+    time.sleep(6 * DURATION)  # six job durations: long enough for any job that could run to finish
     assert [job_state(custom, name) for name in names].count("Succeeded") == 0
     holding = jobs_holding_gpus(core)
     assert sum(holding.values()) == 4, holding
