@@ -59,7 +59,7 @@ import statistics
 import sys
 import threading
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -276,16 +276,16 @@ def agent(strategy: str, job: str) -> str:
 
 
 def tag(hook: AsyncGangJobHook, user_agent: str) -> AsyncGangJobHook:
-    """Make every ``ApiClient`` ``hook`` opens send ``user_agent`` (the hook has no option for it)."""
-    opened = hook.get_conn
+    """Make the pooled ``ApiClient`` of ``hook`` send ``user_agent`` (the hook has no option for it)."""
+    pool = hook._clients
+    pooled_client = pool.client
 
-    @contextlib.asynccontextmanager
-    async def get_conn() -> AsyncIterator[aclient.ApiClient]:
-        async with opened() as api:
-            api.user_agent = user_agent
-            yield api
+    async def client() -> aclient.ApiClient:
+        api = await pooled_client()
+        api.user_agent = user_agent
+        return api
 
-    hook.get_conn = get_conn  # type: ignore[method-assign]
+    pool.client = client  # type: ignore[method-assign]
     return hook
 
 
@@ -296,8 +296,8 @@ class TaggedGangJobTrigger(GangJobTrigger):
         super().__init__(*args, **kwargs)
         self.user_agent = user_agent
 
-    def hook(self) -> AsyncGangJobHook:
-        return tag(super().hook(), self.user_agent)
+    async def hook(self) -> AsyncGangJobHook:
+        return tag(await super().hook(), self.user_agent)
 
 
 async def detect_with_trigger(name: str, uid: str, hook_kwargs: JsonDict, config: Config) -> float:
@@ -310,6 +310,9 @@ async def detect_with_trigger(name: str, uid: str, hook_kwargs: JsonDict, config
         gang_scheduling=GANG_SCHEDULING,
         poll_interval=config.poll_interval,
         hook_kwargs=hook_kwargs,
+        # Its own watches, so the API server can count each job's requests (the triggerer's
+        # shared watch cache serves all triggers of a connection with three watches).
+        watch="per_trigger",
     )
     events = cast(AsyncGenerator[TriggerEvent, None], trigger.run())  # an async generator
     async with contextlib.aclosing(events):
