@@ -126,6 +126,26 @@ class AsyncGangJobHook(AsyncKubernetesHook):
         """Close the hook's client and its connections (idempotent); calls still running fail."""
         await self._clients.close()
 
+    async def get_conn_extras(self) -> dict[str, Any]:
+        """The connection's extras, ``{}`` for a default connection that does not exist.
+
+        For that case the cncf hook builds an ORM ``Connection`` on the caller's loop, which
+        configures every SQLAlchemy mapper of Airflow the first time in a process: more than a
+        second with the triggerer's loop stalled (a triggerer that never used the ORM, with
+        in-cluster or default-kubeconfig credentials and no ``kubernetes_default``).
+        """
+        if getattr(self, "_extras", None) is None and self.conn_id and self.conn_id == self.default_conn_name:
+            from airflow.providers.common.compat.connection import get_async_connection
+            from airflow.providers.common.compat.sdk import AirflowNotFoundException
+
+            try:
+                connection = await get_async_connection(self.conn_id)
+            except AirflowNotFoundException:
+                self._extras = {}
+            else:
+                self._extras = connection.extra_dejson
+        return cast(dict[str, Any], await super().get_conn_extras())
+
     async def _get_field(self, field_name: str) -> Any:
         # AsyncKubernetesHook reads kube_config_path from the connection only and ignores
         # config_file; honour the explicit argument first, as the sync KubernetesHook does.
