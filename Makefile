@@ -9,7 +9,7 @@ comma := ,
 INSTALLED := $(VENV)/.installed-$(subst $(comma),-,$(EXTRAS))
 export AIRFLOW_HOME ?= $(CURDIR)/.airflow
 
-.PHONY: install test lint demo demo-train airflow bench clean
+.PHONY: install test test-fast lint demo demo-train airflow bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +28,11 @@ lint: $(INSTALLED)
 
 test: lint
 	$(BIN)/pytest
+
+# Pure and provider-level tests (the `fast` tier, about two minutes on 2 cores) while developing;
+# `make test` is the full suite CI runs.
+test-fast: $(INSTALLED)
+	$(BIN)/pytest -m fast
 
 # The seed scenario on the embedded cluster: six gang-scheduled PyTorchJobs, one timeline.
 demo: $(INSTALLED)

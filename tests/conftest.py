@@ -1,4 +1,9 @@
-"""Test-wide setup: an isolated AIRFLOW_HOME so tests never touch ~/airflow."""
+"""Test-wide setup: an isolated AIRFLOW_HOME so tests never touch ~/airflow, and the tiers.
+
+Tiers are marked by folder (`TIERS`): ``fast`` (pure and provider-level tests: ``make test-fast``,
+for development), ``sim`` (the embedded cluster), ``e2e`` (DAGs under ``dag.test()``),
+``realstack`` (a real scheduler, triggerer and api-server). ``make test`` runs them all.
+"""
 
 from __future__ import annotations
 
@@ -21,6 +26,32 @@ os.environ.setdefault("AIRFLOW__GANG__RESUME_HOLD_SECONDS", "0")
 (_HOME / "dags").mkdir(parents=True, exist_ok=True)
 
 SHARED_CRDS = Path(__file__).resolve().parents[2] / "shared" / "crds"
+TESTS = Path(__file__).resolve().parent
+# Paths below tests/ and their tier; the longest matching prefix wins.
+TIERS = {
+    "unit": "fast",
+    "provider": "fast",
+    "deploy": "fast",
+    "stack/test_settings.py": "fast",
+    "sim/controllers/test_training_plan.py": "fast",
+    "sim/controllers/test_volcano_session.py": "fast",
+    "sim": "sim",
+    "stack": "sim",
+    "plugins": "e2e",
+    "e2e": "e2e",
+    "realstack": "realstack",
+}
+
+
+def tier_of(path: Path) -> str:
+    relative = path.resolve().relative_to(TESTS).as_posix()
+    matches = [prefix for prefix in TIERS if relative == prefix or relative.startswith(f"{prefix}/")]
+    return TIERS[max(matches, key=len)] if matches else "fast"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        item.add_marker(tier_of(item.path))
 
 
 @pytest.fixture(scope="session")
