@@ -1,15 +1,10 @@
-"""Deleting a gang job on purpose, and confirming it is gone, from a worker or the scheduler.
+"""Deleting a gang job on purpose from a worker or the scheduler: the sync driver of
+`airflow_gang.jobs.deletion`'s plan (its rules are there).
 
-The provider deletes a job only for a reason of its own: its admission timeout, a person's kill
-or clear, the task's own give-up (``execution_timeout``), or ``delete_on_finish`` after the
-end. Never because the API could not be read (`airflow_gang.outage`).
-
-A delete is uid-guarded (a same-named object of another try or another owner answers 409 and
-is left alone), Foreground (the job stays until its pods and its blocking-owned PodGroup are
-gone) and confirmed by a watch, with a one-second poll only when the watch fails. It is bounded,
-also against an API server that accepts connections and never answers: no request outlasts the
-budget (`RetryPolicy.within`), no call starts after it, and `kill_budget_seconds` keeps
-``on_kill`` inside Airflow's kill grace period.
+Each step is bounded, also against an API server that accepts connections and never answers:
+no request outlasts the budget (`RetryPolicy.within`), no call starts after it, an outage is
+ridden out within it, and `kill_budget_seconds` keeps ``on_kill`` inside Airflow's kill grace
+period. Deletion is confirmed by a watch, with a one-second poll only when the watch fails.
 """
 
 from __future__ import annotations
@@ -20,8 +15,8 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from airflow_gang.exceptions import GangApiError, GangApiUnavailable
-from airflow_gang.gang_state import owned_by
 from airflow_gang.hooks.gang import GangJobHook
+from airflow_gang.jobs.deletion import Step, deletion_plan, not_ours, podgroup_to_delete
 from airflow_gang.outage import Outage, ride_out
 
 T = TypeVar("T")
@@ -49,16 +44,17 @@ def delete_gang(
     namespace: str,
     uid: str | None,
     *,
+    gang_scheduling: str | None = None,
     timeout: float = DEFAULT_CONFIRM_SECONDS,
     reason: str,
     logger: logging.Logger | Any = log,
 ) -> bool:
-    """Delete the job of ``uid`` and its PodGroup and wait until they and their pods are gone.
+    """Carry out the deletion plan for the job of ``uid``; whether it was confirmed within ``timeout``.
 
-    Returns whether that was confirmed within ``timeout``; an outage during the delete is ridden
-    out within the same budget, and a request that hangs is cut at its end (returns False). Raises
-    `GangApiError` only for a refusal (403...).
+    An outage during the delete is ridden out within the same budget, and a request that hangs is
+    cut at its end (returns False). Raises `GangApiError` only for a refusal (403...).
 
+    :param gang_scheduling: the job's mode; ``"disabled"`` leaves PodGroups out (None: provider).
     :param reason: why (for the log line a user reads: "admission timeout", "task killed"...).
     """
     deadline = time.monotonic() + timeout
@@ -80,22 +76,53 @@ def delete_gang(
 
         return bounded
 
-    def ride(call: Callable[[], T]) -> T:
-        return ride_out(
-            in_time(call), outage, logger, sleep=lambda seconds: time.sleep(min(seconds, remaining()))
-        )
+    def pause(seconds: float) -> None:
+        time.sleep(min(seconds, remaining()))
 
+    def delete_job() -> bool:
+        try:
+            hook.delete_pytorchjob(name, namespace, propagation="Foreground", uid=uid)
+        except GangApiError as error:
+            if not not_ours(error):
+                raise
+            log.info(
+                "PyTorchJob %s/%s now has another uid than %s: not ours, left alone", namespace, name, uid
+            )
+        return True
+
+    def delete_podgroup() -> bool:
+        podgroup_uid = podgroup_to_delete(hook.get_podgroup(name, namespace), uid)
+        if podgroup_uid is not None:
+            try:
+                hook.delete_podgroup(name, namespace, uid=podgroup_uid)
+            except GangApiError as error:
+                if not not_ours(error):  # 409: replaced meanwhile, so not the one we looked at
+                    raise
+        return True
+
+    def pods_gone() -> bool:
+        while hook.list_job_pods(name, namespace):
+            if remaining() <= 0:
+                return False
+            time.sleep(min(1.0, remaining()))
+        return True
+
+    steps: dict[Step, Callable[[], bool]] = {
+        Step.DELETE_JOB: delete_job,
+        Step.DELETE_PODGROUP: delete_podgroup,
+        Step.CONFIRM_JOB_GONE: lambda: hook.wait_gone(
+            "pytorchjob", name, namespace, uid=uid, timeout=remaining()
+        ),
+        Step.CONFIRM_PODGROUP_GONE: lambda: hook.wait_gone("podgroup", name, namespace, timeout=remaining()),
+        Step.CONFIRM_PODS_GONE: pods_gone,
+    }
+    gone = True
     try:
         with hook.retries(hook.retry_policy.within(timeout)):
-            ride(lambda: _delete_job(hook, name, namespace, uid))
-            ride(lambda: _delete_podgroup(hook, name, namespace, uid))
-            gone = ride(
-                lambda: (
-                    hook.wait_gone("pytorchjob", name, namespace, uid=uid, timeout=remaining())
-                    and hook.wait_gone("podgroup", name, namespace, timeout=remaining())
-                    and _pods_gone(hook, name, namespace, remaining())
-                )
-            )
+            for step in deletion_plan(gang_scheduling):
+                if not ride_out(in_time(steps[step]), outage, logger, sleep=pause):
+                    gone = False
+                    break
     except GangApiUnavailable:
         gone = False
     if not gone:
@@ -106,37 +133,3 @@ def delete_gang(
             timeout,
         )
     return gone
-
-
-def _delete_job(hook: GangJobHook, name: str, namespace: str, uid: str | None) -> None:
-    try:
-        hook.delete_pytorchjob(name, namespace, propagation="Foreground", uid=uid)
-    except GangApiError as error:
-        if error.status != 409:
-            raise
-        log.info("PyTorchJob %s/%s now has another uid than %s: not ours, left alone", namespace, name, uid)
-
-
-def _delete_podgroup(hook: GangJobHook, name: str, namespace: str, job_uid: str | None) -> None:
-    """Delete the job's PodGroup by its own uid, unless another job of the same name owns it."""
-    podgroup = hook.get_podgroup(name, namespace)
-    if podgroup is None:
-        return
-    references = podgroup["metadata"].get("ownerReferences") or []
-    if references and not owned_by(podgroup, job_uid):
-        return  # another job's (a same-named job of someone else): never ours to delete
-    try:
-        hook.delete_podgroup(name, namespace, uid=podgroup["metadata"].get("uid"))
-    except GangApiError as error:
-        if error.status != 409:  # 409: replaced meanwhile, so not the one we looked at
-            raise
-
-
-def _pods_gone(hook: GangJobHook, name: str, namespace: str, seconds: float) -> bool:
-    """The job's pods are gone (a Foreground job delete waits for them; this is the last look)."""
-    deadline = time.monotonic() + seconds
-    while hook.list_job_pods(name, namespace):
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(1.0)
-    return True

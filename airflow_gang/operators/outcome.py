@@ -41,6 +41,9 @@ class Finishing(Protocol):
     @property
     def delete_on_finish(self) -> str: ...
 
+    @property
+    def gang_scheduling(self) -> str | None: ...
+
 
 def finish(
     task: Finishing,
@@ -106,6 +109,7 @@ def _cleanup(task: Finishing, job: JsonDict, *, succeeded: bool) -> None:
             metadata["name"],
             metadata["namespace"],
             metadata.get("uid"),
+            gang_scheduling=task.gang_scheduling,
             reason=f"delete_on_finish={task.delete_on_finish}",
             logger=task.log,
         )

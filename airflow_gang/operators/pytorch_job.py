@@ -270,6 +270,7 @@ class PyTorchJobOperator(GangJobArguments):
                 metadata["name"],
                 metadata["namespace"],
                 metadata.get("uid"),
+                gang_scheduling=self.gang_scheduling,
                 timeout=cleanup.kill_budget_seconds(),
                 reason=reason,
                 logger=self.log,

@@ -161,7 +161,7 @@ def take_over_or_submit(
     name, namespace, identity = target
     gang = spec.gang_scheduling.value
     found = hook.find_pytorchjobs(namespace, identity_selector(identity))
-    retire_cleared_jobs(hook, found, namespace, first_try, logger)
+    retire_cleared_jobs(hook, found, namespace, first_try, logger, gang_scheduling=gang)
     attached = find_job_to_attach(
         found, namespace, stored=stored, reuse_succeeded=reuse_succeeded, first_try=first_try
     )
@@ -200,6 +200,8 @@ def retire_cleared_jobs(
     namespace: str,
     first_try: int,
     logger: logging.Logger | Any = log,
+    *,
+    gang_scheduling: str | None = None,
 ) -> list[str]:
     """Delete the live ones of ``found`` (the task instance's jobs) whose try came before
     ``first_try``: a person cleared the task since.
@@ -223,7 +225,13 @@ def retire_cleared_jobs(
             number,
         )
         delete_gang(
-            hook, metadata["name"], namespace, metadata.get("uid"), reason="task cleared", logger=logger
+            hook,
+            metadata["name"],
+            namespace,
+            metadata.get("uid"),
+            gang_scheduling=gang_scheduling,
+            reason="task cleared",
+            logger=logger,
         )
         retired.append(metadata["name"])
     return retired

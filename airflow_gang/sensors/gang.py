@@ -137,7 +137,13 @@ class _GangJobSensor(BaseSensorOperator):
         if deadline is not None and not status.admitted and dt.datetime.now(dt.UTC) >= deadline:
             uid = (job or {}).get("metadata", {}).get("uid")
             cleanup.delete_gang(
-                self.hook, self.job_name, namespace, uid, reason="gang not admitted in time", logger=self.log
+                self.hook,
+                self.job_name,
+                namespace,
+                uid,
+                gang_scheduling=self.gang_scheduling,
+                reason="gang not admitted in time",
+                logger=self.log,
             )
             raise self._timed_out(namespace, status, status.describe())
         return self._done(status)

@@ -1,20 +1,20 @@
-"""Deleting a gang job from the triggerer (admission timeout, a person's kill), confirmed by a watch.
+"""Deleting a gang job from the triggerer (admission timeout, a person's kill): the async driver of
+`airflow_gang.jobs.deletion`'s plan (its rules are there).
 
-The asynchronous twin of `airflow_gang.operators.cleanup.delete_gang`, with the same rules:
-uid-guarded Foreground deletes, a PodGroup another job owns is left alone, confirmation by a
-watch (a one-second poll only while watches fail), an outage ridden out within the budget, and
-the budget kept also when a request hangs (the whole deletion runs under ``asyncio.timeout``).
-It imports no Kubernetes client (the hook arrives as an argument), so the trigger module that
-the triggerer imports on its event loop stays light.
+Confirmed by a watch (a one-second poll only while watches fail), an outage ridden out within the
+budget, and the budget kept also when a request hangs (the whole deletion runs under
+``asyncio.timeout``). It imports no Kubernetes client (the hook arrives as an argument), so the
+trigger module that the triggerer imports on its event loop stays light.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from airflow_gang.exceptions import GangApiError, GangApiUnavailable
-from airflow_gang.gang_state import owned_by
+from airflow_gang.jobs.deletion import Step, deletion_plan, not_ours, podgroup_to_delete
 from airflow_gang.outage import Outage, OutageLog, aride_out
 
 if TYPE_CHECKING:
@@ -59,44 +59,45 @@ async def delete_gang(
     def remaining() -> float:
         return max(0.0, deadline - loop.time())
 
-    async def delete_job() -> None:
+    async def delete_job() -> bool:
         try:
             await hook.delete_pytorchjob(name, namespace, propagation="Foreground", uid=uid)
         except GangApiError as error:
-            if error.status != 409:  # 409: the name now holds another job, not ours
+            if not not_ours(error):
                 raise
+        return True
 
-    async def delete_podgroup() -> None:
-        podgroup = await hook.get_podgroup(name, namespace)
-        if podgroup is None:
-            return
-        references = podgroup["metadata"].get("ownerReferences") or []
-        if references and not owned_by(podgroup, uid):
-            return
-        try:
-            await hook.delete_podgroup(name, namespace, uid=podgroup["metadata"].get("uid"))
-        except GangApiError as error:
-            if error.status != 409:
-                raise
+    async def delete_podgroup() -> bool:
+        podgroup_uid = podgroup_to_delete(await hook.get_podgroup(name, namespace), uid)
+        if podgroup_uid is not None:
+            try:
+                await hook.delete_podgroup(name, namespace, uid=podgroup_uid)
+            except GangApiError as error:
+                if not not_ours(error):
+                    raise
+        return True
 
-    async def confirmed() -> bool:
-        if not await hook.wait_gone("pytorchjob", name, namespace, uid=uid, timeout=remaining()):
-            return False
-        if gang_scheduling != "disabled" and not await hook.wait_gone(
-            "podgroup", name, namespace, timeout=remaining()
-        ):
-            return False
+    async def pods_gone() -> bool:
         while await hook.list_job_pods(name, namespace):
             if remaining() <= 0:
                 return False
-            await asyncio.sleep(1.0)
+            await asyncio.sleep(min(1.0, remaining()))
         return True
 
+    steps: dict[Step, Callable[[], Awaitable[bool]]] = {
+        Step.DELETE_JOB: delete_job,
+        Step.DELETE_PODGROUP: delete_podgroup,
+        Step.CONFIRM_JOB_GONE: lambda: hook.wait_gone(
+            "pytorchjob", name, namespace, uid=uid, timeout=remaining()
+        ),
+        Step.CONFIRM_PODGROUP_GONE: lambda: hook.wait_gone("podgroup", name, namespace, timeout=remaining()),
+        Step.CONFIRM_PODS_GONE: pods_gone,
+    }
     try:
         async with asyncio.timeout(timeout):
-            await aride_out(delete_job, outage, log)
-            if gang_scheduling != "disabled":
-                await aride_out(delete_podgroup, outage, log)
-            return await aride_out(confirmed, outage, log)
+            for step in deletion_plan(gang_scheduling):
+                if not await aride_out(steps[step], outage, log):
+                    return False
+            return True
     except (GangApiUnavailable, TimeoutError):
         return False
