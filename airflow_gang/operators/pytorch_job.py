@@ -39,6 +39,7 @@ from airflow_gang.operators.worker_wait import WaitEnd, WorkerWait
 from airflow_gang.outage import DEFAULT_API_UNAVAILABLE_TIMEOUT, Outage, ride_out, unavailable_timeout_seconds
 from airflow_gang.spec import GangJobSpec
 from airflow_gang.timeline import parse_time
+from airflow_gang.triggers.events import EventStatus, GangEvent
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -247,8 +248,8 @@ class PyTorchJobOperator(GangJobArguments):
             )
             raise GangAdmissionTimeout(
                 f"PyTorchJob {namespace}/{name} was not admitted {by} within "
-                f"{self.admission_timeout_seconds():.0f}s ({status.describe()}); it was deleted so a retry "
-                "starts clean",
+                f"{self.admission_timeout_seconds():.0f}s ({status.describe()}); it was deleted so its pods "
+                "hold no resources and a retry starts clean",
                 name=name,
                 namespace=namespace,
                 queue=status.queue,
@@ -300,28 +301,26 @@ class PyTorchJobOperator(GangJobArguments):
         self.defer(trigger=trigger, method_name="execute_complete", timeout=timeout, kwargs=kwargs)
 
     def execute_complete(self, context: Context, event: dict[str, Any], **wait: Any) -> Any:
-        name, namespace, status = event["name"], event["namespace"], event["status"]
+        ended = GangEvent.of(event)
+        name, namespace, status = ended.name, ended.namespace, ended.status
         timeline = event.get("timeline") or {}
-        known = {"metadata": {"name": name, "namespace": namespace, "uid": event.get("uid")}}
+        known = {"metadata": {"name": name, "namespace": namespace, "uid": ended.uid}}
         if self.report_progress:
             state_store.write(context, STATE_STORE_PROGRESS_KEY, event_progress(event))
         # The event says it too: dag.test() resumes a task without the defer kwargs.
-        if status == "lost" and (
+        if status is EventStatus.LOST and (
             wait.pop("reattached", False) or (event.get("wait") or {}).get("reattached")
         ):
             return self._earlier_job_gone(context, name, namespace)
-        if deferral.is_execution_timeout(event):  # the task gives up: nobody will wait for the job
-            self._give_up(known, str(event.get("message") or ""))
-        if (error := deferral.event_error(event)) is not None:
+        if ended.is_execution_timeout:  # the task gives up: nobody will wait for the job
+            self._give_up(known, ended.message)
+        if (error := ended.to_exception(waited_seconds=self.admission_timeout_seconds())) is not None:
             raise error
         outage = self._outage(f"PyTorchJob {namespace}/{name}")
         with self.hook.retries(WAIT_RETRY_POLICY):
             job = self._ride(lambda: self.hook.get_pytorchjob(name, namespace), outage) or known
             self._submitted = job
-            if status == "progress":
-                # Only a trigger serialized by 0.1 ends on a phase change: wait on with today's trigger.
-                self._defer(context, job, WaitPlan.from_kwargs(wait, event), timeline.get("admitted_at"))
-            if status == "admitted":
+            if status is EventStatus.ADMITTED:
                 return lifecycle.result(job, "admitted", timeline.get("admitted_at"), None)
             admitted_at, finished_at = timeline.get("admitted_at"), timeline.get("finished_at")
             return self._finish(context, job, status, (admitted_at, finished_at), outage)

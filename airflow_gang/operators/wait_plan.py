@@ -13,10 +13,6 @@ from typing import Any
 JsonDict = dict[str, Any]
 
 
-def _moment(text: str | None) -> dt.datetime | None:
-    return dt.datetime.fromisoformat(text) if text else None
-
-
 def _text(moment: dt.datetime | None) -> str | None:
     return moment.isoformat() if moment else None
 
@@ -38,20 +34,3 @@ class WaitPlan:
             "execution_deadline": _text(self.execution_deadline),
             "submitted_at": self.submitted_at.isoformat(),
         }
-
-    @classmethod
-    def from_kwargs(cls, kwargs: JsonDict, event: JsonDict) -> WaitPlan:
-        """The plan back from ``execute_complete``'s kwargs, the event's copy winning.
-
-        ``dag.test()`` resumes a task with the event alone, without the defer kwargs, so the
-        trigger puts the plan into its event too.
-        """
-        merged = {**kwargs, **(event.get("wait") or {})}
-        submitted = (event.get("timeline") or {}).get("submitted_at") or merged.get("submitted_at")
-        return cls(
-            gang_scheduling=merged.get("gang_scheduling") or "provider",
-            wait_for=merged.get("wait_for") or "both",
-            admission_deadline=_moment(merged.get("admission_deadline")),
-            submitted_at=_moment(submitted) or dt.datetime.now(dt.UTC),
-            execution_deadline=_moment(merged.get("execution_deadline")),
-        )

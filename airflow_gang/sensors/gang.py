@@ -22,13 +22,14 @@ from airflow.sdk import BaseSensorOperator
 from airflow.sdk.exceptions import AirflowSensorTimeout
 
 from airflow_gang import links
-from airflow_gang.exceptions import GangAdmissionTimeout, GangApiError, GangApiUnavailable, GangJobLost
+from airflow_gang.exceptions import GangAdmissionTimeout, GangJobLost
 from airflow_gang.gang_state import GangPhase, GangStatus
 from airflow_gang.hooks.gang import GangJobHook
 from airflow_gang.hooks.retrying import WAIT_RETRY_POLICY
 from airflow_gang.operators import cleanup, lifecycle
 from airflow_gang.outage import DEFAULT_API_UNAVAILABLE_TIMEOUT, Outage, ride_out, unavailable_timeout_seconds
 from airflow_gang.timeline import parse_time
+from airflow_gang.triggers.events import EventStatus, GangEvent
 from airflow_gang.triggers.gang import GangJobTrigger
 from airflow_gang.validation import positive_seconds
 
@@ -182,37 +183,19 @@ class _GangJobSensor(BaseSensorOperator):
         self.defer(trigger=trigger, method_name="execute_complete")
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> None:
-        status = event["status"]
-        if status == "lost":
-            raise GangJobLost(str(event.get("message")), name=self.job_name, namespace=event.get("namespace"))
-        if status == "failed":
+        ended = GangEvent.of(event)
+        if ended.status is EventStatus.FAILED:
             with self.hook.retries(WAIT_RETRY_POLICY):
-                raise lifecycle.failure_error(
-                    self.hook, self.job_name, event["namespace"], self.log_tail_lines
-                )
-        if status in ("admitted", "succeeded"):
-            return
-        if status == "admission_timeout":
-            raise GangAdmissionTimeout(
-                f"PyTorchJob {event.get('namespace')}/{self.job_name} was not admitted in time "
-                f"({event.get('message')}); it was deleted so its pods hold no resources",
-                name=self.job_name,
-                namespace=event.get("namespace"),
-                waited_seconds=self._admission_timeout_seconds(),
-            )
-        message = f"waiting for PyTorchJob {event.get('namespace')}/{self.job_name}: {event.get('message')}"
-        if status == "api_unavailable":
-            raise GangApiUnavailable(
-                message,
-                unavailable_seconds=float(event.get("unavailable_seconds") or 0.0),
-                last_error=str(event.get("last_error") or event.get("message")),
-                name=self.job_name,
-                namespace=event.get("namespace"),
-            )
-        if event.get("reason") == "execution_timeout":
+                raise lifecycle.failure_error(self.hook, self.job_name, ended.namespace, self.log_tail_lines)
+        if ended.is_execution_timeout:
             # The sensor's own ``timeout``, as in poke mode: soft_fail then skips the task.
-            raise AirflowSensorTimeout(f"sensor timeout of {self.timeout}s reached: {message}")
-        raise GangApiError(message, name=self.job_name, namespace=event.get("namespace"))
+            raise AirflowSensorTimeout(
+                f"sensor timeout of {self.timeout}s reached waiting for PyTorchJob "
+                f"{ended.namespace}/{self.job_name}: {ended.message}"
+            )
+        error = ended.to_exception(waited_seconds=self._admission_timeout_seconds())
+        if error is not None:
+            raise error
 
 
 class GangAdmissionSensor(_GangJobSensor):

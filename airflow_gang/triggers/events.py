@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any, Protocol
 
-from airflow_gang.exceptions import GangApiUnavailable
+from airflow_gang.exceptions import GangAdmissionTimeout, GangApiError, GangApiUnavailable, GangJobLost
 from airflow_gang.gang_state import GangSnapshot
 from airflow_gang.outage import OutageLog
 from airflow_gang.timeline import finished_at
@@ -47,6 +49,89 @@ async def hold_until(not_before: str | None, log: OutageLog) -> None:
             "holding the event %.1fs so the scheduler settles the deferral first (apache/airflow#72716)", wait
         )
         await asyncio.sleep(wait)
+
+
+class EventStatus(StrEnum):
+    """How a trigger's wait ended."""
+
+    ADMITTED = "admitted"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    ADMISSION_TIMEOUT = "admission_timeout"  # the trigger deleted the job
+    LOST = "lost"  # the job is gone (someone else deleted it)
+    API_UNAVAILABLE = "api_unavailable"  # an outage past api_unavailable_timeout: nothing deleted
+    ERROR = "error"  # see GangEvent.reason
+
+
+@dataclass(frozen=True)
+class GangEvent:
+    """A trigger's event as the task reads it back (the ``TriggerEvent`` payload is plain JSON).
+
+    Operator and sensors both turn it into their failure with `to_exception`.
+    """
+
+    status: EventStatus
+    name: str
+    namespace: str
+    uid: str | None
+    message: str
+    reason: str | None  # with ERROR: execution_timeout (the task gives up) or api_error
+    queue: str | None
+    unavailable_seconds: float
+    last_error: str | None
+
+    @classmethod
+    def of(cls, payload: JsonDict) -> GangEvent:
+        return cls(
+            status=EventStatus(payload["status"]),
+            name=str(payload["name"]),
+            namespace=str(payload["namespace"]),
+            uid=payload.get("uid"),
+            message=str(payload.get("message") or ""),
+            reason=payload.get("reason"),
+            queue=payload.get("queue"),
+            unavailable_seconds=float(payload.get("unavailable_seconds") or 0.0),
+            last_error=payload.get("last_error"),
+        )
+
+    @property
+    def is_execution_timeout(self) -> bool:
+        """The wait reached the task's own execution deadline (the task then deletes the job)."""
+        return self.status is EventStatus.ERROR and self.reason == "execution_timeout"
+
+    def to_exception(self, *, waited_seconds: float | None = None) -> Exception | None:
+        """The exception the task fails with; None when it goes on: admitted, succeeded, or failed
+        (whose `PyTorchJobFailed` names the failing replica, read from the cluster by the task).
+
+        Nothing of it deletes a job: an admission timeout was deleted by the trigger, an outage
+        or a refused read deletes nothing.
+        """
+        where = f"PyTorchJob {self.namespace}/{self.name}"
+        if self.status is EventStatus.API_UNAVAILABLE:  # the next try reattaches
+            return GangApiUnavailable(
+                self.message,
+                unavailable_seconds=self.unavailable_seconds,
+                last_error=self.last_error or self.message,
+                name=self.name,
+                namespace=self.namespace,
+            )
+        if self.status is EventStatus.LOST:
+            return GangJobLost(self.message, name=self.name, namespace=self.namespace)
+        if self.status is EventStatus.ADMISSION_TIMEOUT:
+            return GangAdmissionTimeout(
+                f"{where} was not admitted in time ({self.message}); it was deleted so its pods hold "
+                "no resources and a retry starts clean",
+                name=self.name,
+                namespace=self.namespace,
+                queue=self.queue,
+                waited_seconds=waited_seconds,
+                reason=self.message or None,
+            )
+        if self.status is EventStatus.ERROR:
+            return GangApiError(
+                f"waiting for {where} failed: {self.message}", name=self.name, namespace=self.namespace
+            )
+        return None
 
 
 class WaitingFor(Protocol):

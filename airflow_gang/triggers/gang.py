@@ -93,8 +93,8 @@ class GangJobTrigger(BaseTrigger):
     :param kubernetes_conn_id: Airflow connection (cncf ``kubernetes`` type).
     :param hook_kwargs: `AsyncGangJobHook` keyword arguments from the worker
         (``GangJobHook.async_hook_kwargs()``): the connection id and non-secret overrides. The
-        connection itself is looked up here, in the triggerer. Triggers serialized by 0.2 and
-        deployments with ``[gang] kubeconfig_to_triggerer`` carry extras and content instead.
+        connection itself is looked up here, in the triggerer. Deployments with
+        ``[gang] kubeconfig_to_triggerer`` carry extras and content instead.
     :param api_unavailable_timeout: seconds one API outage may last before ``api_unavailable``
         is reported (nothing is deleted); None rides out any outage.
     :param delete_on_kill: delete job and PodGroup when the user kills the deferred task.
@@ -103,14 +103,11 @@ class GangJobTrigger(BaseTrigger):
     :param watch: how the trigger learns of changes: ``shared`` (default: the triggerer's
         `watch_cache.WatchCache`, one list + watch per kind and namespace for all triggers, no
         request of this trigger's own while it works), ``per_trigger`` (this trigger's own three
-        watches, re-reading its objects on each event: the 0.2 design) or ``poll`` (GETs every
+        watches, re-reading its objects on each event) or ``poll`` (GETs every
         ``poll_interval``, no watch).
     :param reattached: the task's try took over a job of an earlier try; carried back in the
         event, so the task knows a "lost" job means "the earlier try's job was deleted" (train
         anew) even when resumed without its defer kwargs, as ``dag.test()`` does.
-    :param report_phase_changes: ignored; accepted so triggers serialized by 0.1 still load
-        (they ended on every phase change; phase changes are now logged here instead).
-    :param reported_phase: ignored, as ``report_phase_changes``.
     """
 
     def __init__(
@@ -133,8 +130,6 @@ class GangJobTrigger(BaseTrigger):
         api_unavailable_timeout: float | None = DEFAULT_API_UNAVAILABLE_TIMEOUT,
         watch: WatchMode = "shared",
         reattached: bool = False,
-        report_phase_changes: bool = False,
-        reported_phase: str | None = None,
     ) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
         self.name = name
@@ -156,7 +151,6 @@ class GangJobTrigger(BaseTrigger):
             raise ValueError(f"watch={watch!r}: use one of {', '.join(WATCH_MODES)}")
         self.watch = watch
         self.reattached = reattached
-        del report_phase_changes, reported_phase  # see the docstring
         self._event_sent = False
         self._connection_extras: dict[str, Any] | None = None
 

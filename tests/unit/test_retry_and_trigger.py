@@ -78,20 +78,6 @@ def test_trigger_serialize_mirrors_its_constructor() -> None:
     assert GangJobTrigger(**serialized).serialize() == (path, kwargs)
 
 
-def test_trigger_serialized_by_0_1_still_loads() -> None:
-    """Triggers in the metadata DB from before the upgrade carry the retired progress kwargs."""
-    old = {
-        "name": "train-1a2b3c4d",
-        "namespace": "ml",
-        "uid": "0d3f",
-        "report_phase_changes": True,
-        "reported_phase": "queued",
-    }
-    _, serialized = GangJobTrigger(**old).serialize()  # type: ignore[arg-type]
-    assert "report_phase_changes" not in serialized
-    assert serialized["not_before"] is None
-
-
 def test_provider_info_lists_modules_that_import() -> None:
     info = get_provider_info()
     modules = [

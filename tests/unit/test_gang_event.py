@@ -1,0 +1,61 @@
+"""The trigger's event read back in the task, and the failure it means (shared by operator and sensors)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from airflow_gang.exceptions import GangAdmissionTimeout, GangApiError, GangApiUnavailable, GangJobLost
+from airflow_gang.triggers.events import EventStatus, GangEvent
+
+
+def payload(status: str, **extra: Any) -> dict[str, Any]:
+    return {"status": status, "name": "train-1", "namespace": "ml", "uid": "u1", "message": "why", **extra}
+
+
+@pytest.mark.parametrize("status", ["admitted", "succeeded", "failed"])
+def test_events_the_task_goes_on_from_raise_nothing(status: str) -> None:
+    assert GangEvent.of(payload(status)).to_exception() is None
+
+
+def test_an_admission_timeout_says_the_job_was_deleted_and_keeps_queue_and_wait() -> None:
+    error = GangEvent.of(payload("admission_timeout", queue="research")).to_exception(waited_seconds=60.0)
+    assert isinstance(error, GangAdmissionTimeout)
+    assert (error.name, error.namespace, error.queue, error.waited_seconds, error.reason) == (
+        "train-1",
+        "ml",
+        "research",
+        60.0,
+        "why",
+    )
+    assert "PyTorchJob ml/train-1 was not admitted in time (why)" in str(error)
+    assert "it was deleted so its pods hold no resources and a retry starts clean" in str(error)
+
+
+def test_an_outage_past_its_limit_carries_its_length_and_last_error() -> None:
+    event = GangEvent.of(payload("api_unavailable", unavailable_seconds=901.5, last_error="refused"))
+    error = event.to_exception()
+    assert isinstance(error, GangApiUnavailable)
+    assert (error.unavailable_seconds, error.last_error) == (901.5, "refused")
+
+
+def test_a_lost_job_and_an_error_name_the_job() -> None:
+    lost = GangEvent.of(payload("lost")).to_exception()
+    assert isinstance(lost, GangJobLost)
+    assert lost.name == "train-1"
+    failed_read = GangEvent.of(payload("error", reason="api_error")).to_exception()
+    assert isinstance(failed_read, GangApiError)
+    assert str(failed_read) == "waiting for PyTorchJob ml/train-1 failed: why"
+
+
+def test_only_an_error_for_the_execution_deadline_is_the_tasks_own_timeout() -> None:
+    assert GangEvent.of(payload("error", reason="execution_timeout")).is_execution_timeout
+    assert not GangEvent.of(payload("error", reason="api_error")).is_execution_timeout
+    assert not GangEvent.of(payload("lost", reason="execution_timeout")).is_execution_timeout
+
+
+def test_an_unknown_status_is_refused() -> None:
+    with pytest.raises(ValueError, match="progress"):
+        GangEvent.of(payload("progress"))
+    assert EventStatus("admitted") is EventStatus.ADMITTED
