@@ -190,7 +190,7 @@ class _GangJobSensor(BaseSensorOperator):
         if ended.is_execution_timeout:
             # The sensor's own ``timeout``, as in poke mode: soft_fail then skips the task.
             raise AirflowSensorTimeout(
-                f"sensor timeout of {self.timeout}s reached waiting for PyTorchJob "
+                f"sensor timeout of {self.timeout}s reached: waiting for PyTorchJob "
                 f"{ended.namespace}/{self.job_name}: {ended.message}"
             )
         error = ended.to_exception(waited_seconds=self._admission_timeout_seconds())
