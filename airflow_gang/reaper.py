@@ -146,7 +146,7 @@ def reap(candidate: Candidate) -> bool:
     caller tries again later.
     """
     from airflow_gang.hooks.gang import GangJobHook
-    from airflow_gang.operators import cleanup, submission
+    from airflow_gang.jobs import cleanup, submission
 
     hook = GangJobHook(conn_id=candidate.conn_id)
     job = hook.get_pytorchjob(candidate.name, candidate.namespace)

@@ -3,7 +3,7 @@
 The provider deletes a job only for a reason of its own: its admission timeout, a person's kill
 or clear, the task's own give-up (``execution_timeout``), or ``delete_on_finish`` after the end.
 Never because the API could not be read. The plan is the same from a worker, the scheduler's
-reaper and the triggerer; `airflow_gang.operators.cleanup` (sync) and
+reaper and the triggerer; `airflow_gang.jobs.cleanup` (sync) and
 `airflow_gang.triggers.deletion` (async) only carry it out:
 
 1. delete the PyTorchJob, Foreground, under its uid: a same-named job of another try or owner

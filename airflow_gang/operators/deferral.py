@@ -11,7 +11,7 @@ import dataclasses
 import datetime as dt
 from typing import Any
 
-from airflow_gang.operators import lifecycle
+from airflow_gang.jobs import resume_hold
 from airflow_gang.operators.wait_plan import WaitPlan
 from airflow_gang.triggers.gang import GangJobTrigger
 
@@ -47,7 +47,7 @@ def build_trigger(
         namespace=metadata["namespace"],
         uid=metadata["uid"],
         admitted_at=admitted_at,
-        not_before=lifecycle.resume_not_before(),
+        not_before=resume_hold.resume_not_before(),
         **trigger_kwargs,
         **plan.kwargs(),
     )

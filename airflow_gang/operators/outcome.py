@@ -13,8 +13,9 @@ from typing import Any, Protocol
 
 from airflow_gang.gang_state import master_pod_name
 from airflow_gang.hooks.gang import GangJobHook
+from airflow_gang.jobs import cleanup, observation
+from airflow_gang.jobs.result import job_result
 from airflow_gang.metrics import parse_metrics
-from airflow_gang.operators import cleanup, lifecycle
 from airflow_gang.outage import Outage, ride_out
 
 JsonDict = dict[str, Any]
@@ -68,21 +69,21 @@ def finish(
     current = ride_out(lambda: hook.get_pytorchjob(name, namespace), outage, task.log) or job
     tail: str | None = None
     if task.get_logs and not log_streamed:
-        tail = lifecycle.log_tail(hook, master_pod_name(name), namespace, task.log_tail_lines)
+        tail = observation.log_tail(hook, master_pod_name(name), namespace, task.log_tail_lines)
         if tail.strip():
             task.log.info("master replica log (last %d lines):\n%s", task.log_tail_lines, tail.rstrip())
     if state == "failed":
         error = ride_out(
-            lambda: lifecycle.failure_error(hook, name, namespace, task.log_tail_lines), outage, task.log
+            lambda: observation.failure_error(hook, name, namespace, task.log_tail_lines), outage, task.log
         )
         _cleanup(task, current, succeeded=False)
         raise error
     metrics: dict[str, float] = {}
     if task.collect_metrics:
         if tail is None:
-            tail = lifecycle.log_tail(hook, master_pod_name(name), namespace, task.log_tail_lines)
+            tail = observation.log_tail(hook, master_pod_name(name), namespace, task.log_tail_lines)
         metrics = parse_metrics(tail)
-    value = lifecycle.result(current, state, admitted_at, finished_at, metrics=metrics)
+    value = job_result(current, state, admitted_at, finished_at, metrics=metrics)
     task.log.info(
         "PyTorchJob %s/%s %s: queued %ss, ran %ss",
         namespace,

@@ -5,7 +5,7 @@ earlier try's job (a live one, or a Succeeded one whose result no try delivered)
 orphaned PodGroups and submit PodGroup + job (`submission`); publish ``job_name``/
 ``job_namespace`` before waiting; wait for the gang to be admitted (deleting the job and raising
 `GangAdmissionTimeout` when the queue holds it too long); wait for completion; put the master's
-log in the task log; return a small dict; clean up per ``delete_on_finish`` (`cleanup`). Waits
+log in the task log; return a small dict; clean up per ``delete_on_finish`` (`jobs.cleanup`). Waits
 run in the worker (`worker_wait`) or in the triggerer (`GangJobTrigger`, handed over and read
 back by `deferral`), with the same decisions (`airflow_gang.gang_state`), and ride out API
 outages without deleting anything (`airflow_gang.outage`).
@@ -30,7 +30,9 @@ from airflow_gang.exceptions import GangAdmissionTimeout, GangApiError, GangJobL
 from airflow_gang.gang_state import GangPhase, GangStatus
 from airflow_gang.hooks.gang import GangJobHook
 from airflow_gang.hooks.retrying import WAIT_RETRY_POLICY
-from airflow_gang.operators import cleanup, deferral, lifecycle, state_store, submission
+from airflow_gang.jobs import cleanup, observation, submission
+from airflow_gang.jobs.result import job_result
+from airflow_gang.operators import deferral, state_store
 from airflow_gang.operators.job_arguments import GangJobArguments, raise_for_choice
 from airflow_gang.operators.outcome import event_progress, finish
 from airflow_gang.operators.state_store import STATE_STORE_JOB_KEY, STATE_STORE_PROGRESS_KEY
@@ -148,14 +150,14 @@ class PyTorchJobOperator(GangJobArguments):
         with self.hook.retries(WAIT_RETRY_POLICY):
             self._ride(lambda: self.hook.check_api(require_volcano=gang != "disabled"), outage)
             if gang != "disabled":
-                self._ride(lambda: lifecycle.check_queue(self.hook, spec.effective_queue), outage)
+                self._ride(lambda: observation.check_queue(self.hook, spec.effective_queue), outage)
             job = self._ride(
                 partial(self._take_over_or_submit, context, spec, name, namespace, identity), outage
             )
             self._submitted = job
             self._remember(context, job)
             if not self.wait_for_completion and not self.wait_for_admission:
-                return lifecycle.result(job, "submitted", None, None)
+                return job_result(job, "submitted", None, None)
             # The admission clock starts at the job's creation, also when an earlier try submitted it.
             submitted_at = parse_time(job["metadata"].get("creationTimestamp")) or dt.datetime.now(dt.UTC)
             plan = WaitPlan(
@@ -169,7 +171,9 @@ class PyTorchJobOperator(GangJobArguments):
             if self.deferrable:
                 meta = job["metadata"]
                 seen = self._ride(
-                    lambda: lifecycle.observe(self.hook, meta["name"], meta["namespace"], gang, meta["uid"]),
+                    lambda: observation.observe(
+                        self.hook, meta["name"], meta["namespace"], gang, meta["uid"]
+                    ),
                     outage,
                 )
                 self._record_progress(context, seen.status)
@@ -257,7 +261,7 @@ class PyTorchJobOperator(GangJobArguments):
                 reason=status.message or None,
             )
         if end.kind == "admitted":
-            return lifecycle.result(end.seen.job or job, "admitted", end.admitted_at, None)
+            return job_result(end.seen.job or job, "admitted", end.admitted_at, None)
         return self._finish(context, job, status.phase.value, (end.admitted_at, None), outage)
 
     def _give_up(self, job: JsonDict, reason: str) -> None:
@@ -321,7 +325,7 @@ class PyTorchJobOperator(GangJobArguments):
             job = self._ride(lambda: self.hook.get_pytorchjob(name, namespace), outage) or known
             self._submitted = job
             if status is EventStatus.ADMITTED:
-                return lifecycle.result(job, "admitted", timeline.get("admitted_at"), None)
+                return job_result(job, "admitted", timeline.get("admitted_at"), None)
             admitted_at, finished_at = timeline.get("admitted_at"), timeline.get("finished_at")
             return self._finish(context, job, status, (admitted_at, finished_at), outage)
 

@@ -17,7 +17,7 @@ from typing import Any, Literal, NamedTuple
 
 from airflow_gang.gang_state import GangPhase, GangSnapshot, GangStatus, master_pod_name
 from airflow_gang.hooks.gang import GangJobHook
-from airflow_gang.operators import lifecycle
+from airflow_gang.jobs import observation
 from airflow_gang.operators.log_follower import LogFollower
 from airflow_gang.outage import Outage, ride_out
 
@@ -59,7 +59,7 @@ class WorkerWait:
         last = ""
         while True:
             seen = ride_out(
-                lambda: lifecycle.observe(self.hook, name, namespace, gang_scheduling, uid),
+                lambda: observation.observe(self.hook, name, namespace, gang_scheduling, uid),
                 self.outage,
                 self.log,
                 sleep=self.sleep,

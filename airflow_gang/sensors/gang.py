@@ -26,7 +26,7 @@ from airflow_gang.exceptions import GangAdmissionTimeout, GangJobLost
 from airflow_gang.gang_state import GangPhase, GangStatus
 from airflow_gang.hooks.gang import GangJobHook
 from airflow_gang.hooks.retrying import WAIT_RETRY_POLICY
-from airflow_gang.operators import cleanup, lifecycle
+from airflow_gang.jobs import cleanup, observation, resume_hold
 from airflow_gang.outage import DEFAULT_API_UNAVAILABLE_TIMEOUT, Outage, ride_out, unavailable_timeout_seconds
 from airflow_gang.timeline import parse_time
 from airflow_gang.triggers.events import EventStatus, GangEvent
@@ -86,7 +86,7 @@ class _GangJobSensor(BaseSensorOperator):
     def _status(self) -> tuple[GangStatus, dict[str, Any] | None]:
         namespace = self._namespace()
         seen = ride_out(
-            lambda: lifecycle.observe(self.hook, self.job_name, namespace, self.gang_scheduling),
+            lambda: observation.observe(self.hook, self.job_name, namespace, self.gang_scheduling),
             self._outage,
             self.log,
         )
@@ -177,7 +177,7 @@ class _GangJobSensor(BaseSensorOperator):
             kubernetes_conn_id=self.kubernetes_conn_id,
             hook_kwargs=self.hook.async_hook_kwargs(),
             delete_on_kill=False,
-            not_before=lifecycle.resume_not_before(),
+            not_before=resume_hold.resume_not_before(),
             api_unavailable_timeout=unavailable_timeout_seconds(self.api_unavailable_timeout),
         )
         self.defer(trigger=trigger, method_name="execute_complete")
@@ -186,7 +186,9 @@ class _GangJobSensor(BaseSensorOperator):
         ended = GangEvent.of(event)
         if ended.status is EventStatus.FAILED:
             with self.hook.retries(WAIT_RETRY_POLICY):
-                raise lifecycle.failure_error(self.hook, self.job_name, ended.namespace, self.log_tail_lines)
+                raise observation.failure_error(
+                    self.hook, self.job_name, ended.namespace, self.log_tail_lines
+                )
         if ended.is_execution_timeout:
             # The sensor's own ``timeout``, as in poke mode: soft_fail then skips the task.
             raise AirflowSensorTimeout(
@@ -234,5 +236,5 @@ class PyTorchJobSensor(_GangJobSensor):
 
     def _done(self, status: GangStatus) -> bool:
         if status.phase in self.FAILURE_STATES:
-            raise lifecycle.failure_error(self.hook, self.job_name, self._namespace(), self.log_tail_lines)
+            raise observation.failure_error(self.hook, self.job_name, self._namespace(), self.log_tail_lines)
         return status.phase is GangPhase.SUCCEEDED

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from airflow_gang.hooks.gang import GangJobHook
-from airflow_gang.operators import cleanup
+from airflow_gang.jobs import cleanup
 from airflow_gang.sim.cluster import SimCluster
 from airflow_gang.triggers.gang import GangJobTrigger, on_kill_budget_seconds
 from tests.e2e.conftest import submit_gang

@@ -17,7 +17,7 @@ import pytest
 
 from airflow_gang.hooks.gang import GangJobHook
 from airflow_gang.hooks.gang_async import AsyncGangJobHook
-from airflow_gang.operators import cleanup
+from airflow_gang.jobs import cleanup
 from airflow_gang.sim.cluster import SimCluster
 from airflow_gang.spec import GangJobSpec
 from airflow_gang.triggers import deletion

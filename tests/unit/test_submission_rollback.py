@@ -15,7 +15,7 @@ from kubernetes.client.exceptions import ApiException
 from airflow_gang.exceptions import GangApiUnavailable
 from airflow_gang.hooks.errors import ApiRequest
 from airflow_gang.hooks.retrying import final_error
-from airflow_gang.operators.submission import job_create_refused
+from airflow_gang.jobs.submission import job_create_refused
 
 CREATE = ApiRequest("create", "pytorchjobs.kubeflow.org", "train-1", "default")
 

@@ -1,20 +1,17 @@
-"""Reading and judging one gang job through `GangJobHook`: queue checks, a look, failures, the result.
+"""Reading one gang job through `GangJobHook`: the queue check, a look, the failure and its log.
 
-Kept apart from the operator class so each step reads on its own: the operator orchestrates,
-these functions do one cluster conversation each. Taking over and submitting live in
-`submission`, deleting in `cleanup`.
+One cluster conversation each, for the operator's waits and the sensors' pokes alike. Taking
+over and submitting live in `submission`, deleting in `cleanup`.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
 from typing import Any
 
 from airflow_gang.exceptions import GangApiError, GangSpecError, PyTorchJobFailed
 from airflow_gang.gang_state import GangSnapshot, failing_replica, last_true_condition
 from airflow_gang.hooks.gang import GangJobHook
-from airflow_gang.timeline import parse_time
 
 JsonDict = dict[str, Any]
 log = logging.getLogger(__name__)
@@ -90,63 +87,3 @@ def failure_error(hook: GangJobHook, name: str, namespace: str, lines: int) -> P
         reason=failure.reason,
         log_tail=tail,
     )
-
-
-def resume_hold_seconds() -> float:
-    """``[gang] resume_hold_seconds``: how long after a deferral a trigger may fire at the earliest."""
-    from airflow.configuration import conf
-
-    configured = conf.get("gang", "resume_hold_seconds", fallback="10")
-    try:
-        return max(0.0, float(configured or 0))
-    except ValueError:
-        raise GangSpecError(
-            f"[gang] resume_hold_seconds={configured!r} is invalid: use a number of seconds (0 turns the "
-            "hold off)",
-            field="resume_hold_seconds",
-        ) from None
-
-
-def resume_not_before() -> str:
-    """The ``not_before`` of a trigger deferred now (ISO UTC); see `GangJobTrigger`."""
-    return (dt.datetime.now(dt.UTC) + dt.timedelta(seconds=resume_hold_seconds())).isoformat()
-
-
-def result(
-    job: JsonDict,
-    state: str,
-    admitted_at: str | None,
-    finished_at: str | None,
-    *,
-    metrics: dict[str, float] | None = None,
-) -> JsonDict:
-    """The task's return value: small, JSON-serialisable, the same shape on every path."""
-    metadata = job.get("metadata") or {}
-    status = job.get("status") or {}
-    submitted = parse_time(metadata.get("creationTimestamp"))
-    admitted = parse_time(admitted_at)
-    finished = parse_time(status.get("completionTime")) or parse_time(finished_at)
-    if finished and admitted and finished < admitted:
-        finished = admitted  # completionTime has 1 s resolution; never report a negative run
-    replicas = {
-        replica_type: int((spec or {}).get("replicas", 1))
-        for replica_type, spec in ((job.get("spec") or {}).get("pytorchReplicaSpecs") or {}).items()
-    }
-    policy = ((job.get("spec") or {}).get("runPolicy") or {}).get("schedulingPolicy") or {}
-    return {
-        "name": metadata.get("name"),
-        "namespace": metadata.get("namespace"),
-        "uid": metadata.get("uid"),
-        "queue": policy.get("queue"),
-        "podgroup": metadata.get("name") if policy else None,
-        "state": state,
-        "submitted_at": submitted.isoformat() if submitted else None,
-        "admitted_at": admitted.isoformat() if admitted else None,
-        "finished_at": finished.isoformat() if finished else None,
-        "queued_seconds": round((admitted - submitted).total_seconds(), 3)
-        if admitted and submitted
-        else None,
-        "run_seconds": round((finished - admitted).total_seconds(), 3) if finished and admitted else None,
-        "replicas": replicas,
-        "metrics": dict(metrics or {}),
-    }

@@ -36,8 +36,8 @@ from airflow_gang.exceptions import GangApiError
 from airflow_gang.gang_state import last_true_condition, owned_by
 from airflow_gang.hooks.gang import GangJobHook
 from airflow_gang.hooks.retrying import RetryPolicy
+from airflow_gang.jobs.cleanup import delete_gang
 from airflow_gang.naming import MANAGED_BY_LABEL, MANAGED_BY_VALUE, TRY_NUMBER_LABEL, identity_selector
-from airflow_gang.operators.cleanup import delete_gang
 from airflow_gang.spec import GangJobSpec
 
 JsonDict = dict[str, Any]

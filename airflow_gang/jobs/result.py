@@ -1,0 +1,49 @@
+"""The task's return value for one gang job: small, JSON-serialisable, the same on every path."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow_gang.timeline import parse_time
+
+JsonDict = dict[str, Any]
+
+
+def job_result(
+    job: JsonDict,
+    state: str,
+    admitted_at: str | None,
+    finished_at: str | None,
+    *,
+    metrics: dict[str, float] | None = None,
+) -> JsonDict:
+    """The task's return value: small, JSON-serialisable, the same shape on every path."""
+    metadata = job.get("metadata") or {}
+    status = job.get("status") or {}
+    submitted = parse_time(metadata.get("creationTimestamp"))
+    admitted = parse_time(admitted_at)
+    finished = parse_time(status.get("completionTime")) or parse_time(finished_at)
+    if finished and admitted and finished < admitted:
+        finished = admitted  # completionTime has 1 s resolution; never report a negative run
+    replicas = {
+        replica_type: int((spec or {}).get("replicas", 1))
+        for replica_type, spec in ((job.get("spec") or {}).get("pytorchReplicaSpecs") or {}).items()
+    }
+    policy = ((job.get("spec") or {}).get("runPolicy") or {}).get("schedulingPolicy") or {}
+    return {
+        "name": metadata.get("name"),
+        "namespace": metadata.get("namespace"),
+        "uid": metadata.get("uid"),
+        "queue": policy.get("queue"),
+        "podgroup": metadata.get("name") if policy else None,
+        "state": state,
+        "submitted_at": submitted.isoformat() if submitted else None,
+        "admitted_at": admitted.isoformat() if admitted else None,
+        "finished_at": finished.isoformat() if finished else None,
+        "queued_seconds": round((admitted - submitted).total_seconds(), 3)
+        if admitted and submitted
+        else None,
+        "run_seconds": round((finished - admitted).total_seconds(), 3) if finished and admitted else None,
+        "replicas": replicas,
+        "metrics": dict(metrics or {}),
+    }
