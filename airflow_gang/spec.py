@@ -124,14 +124,14 @@ class GangJobSpec(BaseModel):
         try:
             super().__init__(**data)
         except ValidationError as error:
-            raise validation.spec_error_from(error) from None
+            raise validation.spec_error_from(error, _argument_names()) from None
 
     @classmethod
     def model_validate(cls, obj: Any, *args: Any, **kwargs: Any) -> GangJobSpec:
         try:
             return super().model_validate(obj, *args, **kwargs)
         except ValidationError as error:
-            raise validation.spec_error_from(error) from None
+            raise validation.spec_error_from(error, _argument_names()) from None
 
     # --- field validation: each raises with the field, the value and the fix -------------
 
@@ -414,6 +414,11 @@ class GangJobSpec(BaseModel):
             if replica is not None:
                 pods.extend([pod_requests(replica["template"])] * int(replica["replicas"]))
         return sum_resources(pods[: self.min_member])
+
+
+def _argument_names() -> list[str]:
+    """Every job argument, for the "did you mean" of a misspelt one."""
+    return [*GangJobSpec.model_fields, *RunPolicy.model_fields]
 
 
 def _ordered(mapping: dict[str, Any], first: tuple[str, ...]) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import difflib
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pydantic import ValidationError, ValidationInfo
@@ -55,8 +55,11 @@ def error(message: str, field: str | None = None) -> GangSpecError:
     return GangSpecError(message, field=field)
 
 
-def spec_error_from(validation_error: ValidationError) -> GangSpecError:
-    """One `GangSpecError` for all problems pydantic found, each worded field=value: why (fix)."""
+def spec_error_from(validation_error: ValidationError, known: Sequence[str] = ()) -> GangSpecError:
+    """One `GangSpecError` for all problems pydantic found, each worded field=value: why (fix).
+
+    :param known: the argument names an unknown one may be a misspelling of.
+    """
     problems: list[str] = []
     first_field: str | None = None
     for detail in validation_error.errors(include_url=False):
@@ -68,7 +71,7 @@ def spec_error_from(validation_error: ValidationError) -> GangSpecError:
             continue
         first_field = first_field or location or None
         if detail["type"] == "extra_forbidden":
-            problems.append(_unknown_argument(location))
+            problems.append(_unknown_argument(location, known))
         elif detail["type"] == "missing":
             problems.append(f"{location} is required")
         else:
@@ -94,12 +97,9 @@ def _location(loc: tuple[int | str, ...]) -> str:
     return text
 
 
-def _unknown_argument(name: str) -> str:
-    from airflow_gang.spec import GangJobSpec, RunPolicy
-
-    known = list(GangJobSpec.model_fields) + list(RunPolicy.model_fields)
+def _unknown_argument(name: str, known: Sequence[str]) -> str:
     leaf = name.rsplit(".", 1)[-1]
-    close = difflib.get_close_matches(leaf, known, n=1)
+    close = difflib.get_close_matches(leaf, list(known), n=1)
     hint = f"did you mean {close[0]!r}?" if close else "see the PyTorchJobOperator arguments"
     return f"{name} is not a known argument ({hint})"
 

@@ -18,16 +18,13 @@ Runnable on its own as ``python -m airflow_gang.sim.cli apiserver ...``.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
-import signal
 import sys
-import threading
-from collections.abc import Iterator, Sequence
-from types import FrameType
+from collections.abc import Sequence
 from typing import Any
 
 from airflow_gang.sim.process_tuning import tune_garbage_collection
+from airflow_gang.sim.stopping import stop_signals, wait_until
 
 DEFAULT_KUBECONFIG = "sim.kubeconfig"
 
@@ -98,32 +95,6 @@ def _add_apiserver(commands: Any) -> None:
     )
     cli_cluster.add_faults_argument(parser)
     parser.set_defaults(func=run_apiserver)
-
-
-@contextlib.contextmanager
-def stop_signals() -> Iterator[threading.Event]:
-    """SIGINT and SIGTERM set the yielded event while the block runs.
-
-    Installed before anything starts, so a stop requested while the servers are still coming
-    up (a supervisor's SIGTERM right after the first answer) ends the command cleanly instead
-    of killing it midway.
-    """
-    stop = threading.Event()
-
-    def handler(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield stop
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
-
-
-def wait_until(stop: threading.Event) -> None:
-    while not stop.wait(1.0):
-        pass
 
 
 def run_apiserver(args: argparse.Namespace) -> int:

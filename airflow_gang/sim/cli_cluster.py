@@ -179,8 +179,8 @@ def airflow_connection_env(kubeconfig_path: str) -> str:
 
 
 def run_cluster(args: argparse.Namespace) -> int:
-    from airflow_gang.sim.cli import stop_signals
     from airflow_gang.sim.cluster import SimCluster
+    from airflow_gang.sim.stopping import stop_signals
 
     kubeconfig = str(Path(args.kubeconfig).resolve())
     cluster = SimCluster(
@@ -202,7 +202,7 @@ def run_cluster(args: argparse.Namespace) -> int:
 
 
 def _report_and_serve(args: argparse.Namespace, cluster: SimCluster, kubeconfig: str, stop: Event) -> None:
-    from airflow_gang.sim.cli import wait_until
+    from airflow_gang.sim.stopping import wait_until
 
     try:
         names = cluster.topology.node_names()
@@ -245,8 +245,8 @@ def add_controllers_command(commands: Any) -> None:
 
 
 def run_controllers(args: argparse.Namespace) -> int:
-    from airflow_gang.sim.cli import stop_signals, wait_until
     from airflow_gang.sim.controllers.manager import ControllerManager
+    from airflow_gang.sim.stopping import stop_signals, wait_until
     from airflow_gang.sim.topology import Topology, controller_factories, controller_names
 
     try:

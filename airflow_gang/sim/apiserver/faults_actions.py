@@ -11,17 +11,27 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from airflow_gang.sim.apiserver.errors import NotFound
+from airflow_gang.sim.apiserver.operations import Api
 from airflow_gang.sim.apiserver.options import DeleteOptions, ListOptions
 from airflow_gang.sim.apiserver.patching import MERGE_PATCH
+from airflow_gang.sim.apiserver.registry import Registry
 from airflow_gang.sim.apiserver.selectors import parse_label_selector
 from airflow_gang.sim.conventions import NODE_FAILURE_ANNOTATION
 from airflow_gang.sim.faults import Deletion
 
-if TYPE_CHECKING:
-    from airflow_gang.sim.apiserver.state import ServerState
+
+class StoredObjects(Protocol):
+    """What the timed faults change objects through (the API server's `ServerState`)."""
+
+    @property
+    def registry(self) -> Registry: ...
+
+    @property
+    def api(self) -> Api: ...
+
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +43,7 @@ DELETABLE = {
 NODES_KEY = "/nodes"
 
 
-def delete_objects(state: ServerState, deletion: Deletion) -> int:
+def delete_objects(state: StoredObjects, deletion: Deletion) -> int:
     """Delete what ``deletion`` names, as ``kubectl delete`` would (background cascade).
 
     Returns how many objects were deleted; a name that does not exist is not an error.
@@ -59,7 +69,7 @@ def delete_objects(state: ServerState, deletion: Deletion) -> int:
     return deleted
 
 
-def mark_node_failed(state: ServerState, node: str, failed: bool) -> bool:
+def mark_node_failed(state: StoredObjects, node: str, failed: bool) -> bool:
     """Add (``failed``) or remove the node-failure annotation; False if the node does not exist."""
     info = state.registry.by_key(NODES_KEY)
     if info is None:  # pragma: no cover - nodes are always registered

@@ -19,15 +19,24 @@ import random
 import threading
 from collections import Counter
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
-from airflow_gang.sim.apiserver.faults_actions import delete_objects, mark_node_failed
+from airflow_gang.sim.apiserver.faults_actions import StoredObjects, delete_objects, mark_node_failed
 from airflow_gang.sim.apiserver.faults_clock import FaultClock, Step
+from airflow_gang.sim.apiserver.kubelet_proxy import LogStreams
+from airflow_gang.sim.apiserver.store import Store
 from airflow_gang.sim.conventions import CONTROLLERS_USER_AGENT
 from airflow_gang.sim.faults import FAULT_KINDS, Deletion, ErrorRule, FaultSpec
 
-if TYPE_CHECKING:
-    from airflow_gang.sim.apiserver.state import ServerState
+
+class FaultTarget(StoredObjects, Protocol):
+    """The parts of the API server's `ServerState` the injector acts on."""
+
+    @property
+    def store(self) -> Store: ...
+
+    @property
+    def log_streams(self) -> LogStreams: ...
 
 log = logging.getLogger(__name__)
 _CONTROLLERS_PRODUCT = CONTROLLERS_USER_AGENT.split("/", 1)[0] + "/"
@@ -77,7 +86,7 @@ class _Active:
 class FaultInjector:
     """One per API server (``ServerState.faults``); see the module docstring."""
 
-    def __init__(self, state: ServerState) -> None:
+    def __init__(self, state: FaultTarget) -> None:
         self._state = state
         self._lock = threading.Lock()
         self._active: _Active | None = None
