@@ -16,8 +16,10 @@ connection cannot hang a worker; only the follow-mode log stream has no read tim
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
@@ -45,11 +47,28 @@ from airflow_gang.hooks.kinds import (
 )
 from airflow_gang.hooks.pods import JobPodsMixin, read_json
 from airflow_gang.hooks.retrying import RetryPolicy, call_with_retries
+from airflow_gang.outage import Outage, ride_out
 
 __all__ = ["REQUIRED_PERMISSIONS", "AsyncGangJobHook", "GangJobHook"]
 
 T = TypeVar("T")
 JsonDict = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class _Riding:
+    """An outage the calls of ``hook`` ride out in the current context (thread or task)."""
+
+    hook: GangJobHook
+    outage: Outage
+    name: str | None
+    namespace: str | None
+    sleep: Callable[[float], None]
+
+
+# A context variable, not an attribute: the log follower's thread shares the operator's hook
+# and must fail fast on its own, and a kill's cleanup runs in the same thread as the wait.
+_riding: contextvars.ContextVar[_Riding | None] = contextvars.ContextVar("airflow_gang_riding", default=None)
 
 
 class GangJobHook(JobPodsMixin, KubernetesHook):
@@ -90,8 +109,38 @@ class GangJobHook(JobPodsMixin, KubernetesHook):
             else:
                 del self.retry_policy
 
+    @contextlib.contextmanager
+    def riding_out(
+        self,
+        outage: Outage | None,
+        *,
+        name: str | None = None,
+        namespace: str | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> Iterator[GangJobHook]:
+        """Inside the block, a call that cannot reach the API waits until it can (`outage`).
+
+        Each call then rides out what outlasts its retries: one WARNING per episode, and
+        `GangApiUnavailable` once ``api_unavailable_timeout`` is exceeded (``name`` and
+        ``namespace`` say for which job). A refusal (403, 404, 422...) is raised at once, as
+        always. ``outage=None`` turns riding off inside an outer block: bounded work (deleting
+        on a kill, a log tail) must fail fast rather than wait.
+        """
+        riding = _Riding(self, outage, name, namespace, sleep) if outage is not None else None
+        token = _riding.set(riding)
+        try:
+            yield self
+        finally:
+            _riding.reset(token)
+
     def _call(self, request: ApiRequest, call: Callable[[], T]) -> T:
-        return call_with_retries(call, request, self.retry_policy, self.log)
+        attempt = partial(call_with_retries, call, request, self.retry_policy, self.log)
+        riding = _riding.get()
+        if riding is None or riding.hook is not self:
+            return attempt()
+        return ride_out(
+            attempt, riding.outage, self.log, sleep=riding.sleep, name=riding.name, namespace=riding.namespace
+        )
 
     def _call_or_none(self, request: ApiRequest, call: Callable[[], T]) -> T | None:
         try:

@@ -118,7 +118,9 @@ def delete_gang(
     }
     gone = True
     try:
-        with hook.retries(hook.retry_policy.within(timeout)):
+        # Its own outage policy, bounded by ``timeout``: not the wait's (riding_out), which
+        # could hold a kill's cleanup for as long as api_unavailable_timeout.
+        with hook.retries(hook.retry_policy.within(timeout)), hook.riding_out(None):
             for step in deletion_plan(gang_scheduling):
                 if not ride_out(in_time(steps[step]), outage, logger, sleep=pause):
                     gone = False

@@ -51,8 +51,13 @@ def observe(
 
 
 def log_tail(hook: GangJobHook, pod: str, namespace: str, lines: int) -> str:
+    """The pod's last ``lines`` log lines, or a note why they could not be read.
+
+    Never waits through an outage: a log tail is worth a line in the task log, not a try.
+    """
     try:
-        return hook.read_pod_log(pod, namespace, tail_lines=lines)
+        with hook.riding_out(None):
+            return hook.read_pod_log(pod, namespace, tail_lines=lines)
     except GangApiError as error:
         return f"(log unavailable: {error})"
 

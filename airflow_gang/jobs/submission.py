@@ -333,9 +333,12 @@ def submit(
         )
     except BaseException as error:
         if created_podgroup is not None:
-            if job_not_created(hook, error, name, namespace, identity):
-                _roll_back_podgroup(hook, created_podgroup, namespace)
-            else:
+            # Bounded, also on a kill's path: no waiting through an outage here.
+            with hook.riding_out(None):
+                not_created = job_not_created(hook, error, name, namespace, identity)
+                if not_created:
+                    _roll_back_podgroup(hook, created_podgroup, namespace)
+            if not not_created:
                 log.warning(
                     "the create of PyTorchJob %s/%s failed without saying whether it was stored (%s): "
                     "its PodGroup stays; the next look links it to the job or deletes it",

@@ -17,10 +17,11 @@ could not be read.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
-from collections.abc import Callable
+from collections.abc import Iterator
 from functools import cached_property, partial
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal
 
 from airflow.configuration import conf
 from airflow.sdk.exceptions import AirflowTaskTimeout
@@ -31,23 +32,22 @@ from airflow_gang.gang_state import GangPhase, GangStatus
 from airflow_gang.hooks.gang import GangJobHook
 from airflow_gang.hooks.retrying import WAIT_RETRY_POLICY
 from airflow_gang.jobs import cleanup, observation, submission
+from airflow_gang.jobs.outcome import DELETE_ON_FINISH_CHOICES, deletes_on_finish, read_outcome
 from airflow_gang.jobs.result import job_result
-from airflow_gang.operators import deferral, state_store
+from airflow_gang.jobs.wait_plan import WaitPlan
+from airflow_gang.operators import state_store
 from airflow_gang.operators.job_arguments import GangJobArguments, raise_for_choice
-from airflow_gang.operators.outcome import event_progress, finish
 from airflow_gang.operators.state_store import STATE_STORE_JOB_KEY, STATE_STORE_PROGRESS_KEY
-from airflow_gang.operators.wait_plan import WaitPlan
-from airflow_gang.operators.worker_wait import WaitEnd, WorkerWait
-from airflow_gang.outage import DEFAULT_API_UNAVAILABLE_TIMEOUT, Outage, ride_out, unavailable_timeout_seconds
+from airflow_gang.operators.worker_wait import WorkerWait
+from airflow_gang.outage import DEFAULT_API_UNAVAILABLE_TIMEOUT, Outage, unavailable_timeout_seconds
 from airflow_gang.spec import GangJobSpec
-from airflow_gang.timeline import parse_time
+from airflow_gang.triggers import handover
 from airflow_gang.triggers.events import EventStatus, GangEvent
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
 JsonDict = dict[str, Any]
-T = TypeVar("T")
 DeleteOnFinish = Literal["always", "on_success", "never"]
 __all__ = ["STATE_STORE_JOB_KEY", "STATE_STORE_PROGRESS_KEY", "PyTorchJobOperator"]
 
@@ -128,70 +128,62 @@ class PyTorchJobOperator(GangJobArguments):
 
     def build_spec(self) -> GangJobSpec:
         """The validated job description; raises `GangSpecError` before any API call."""
-        raise_for_choice(self.delete_on_finish, "delete_on_finish", ("always", "on_success", "never"))
+        raise_for_choice(self.delete_on_finish, "delete_on_finish", DELETE_ON_FINISH_CHOICES)
         unavailable_timeout_seconds(self.api_unavailable_timeout)  # GangSpecError naming the field
         return super().build_spec()
 
-    def _outage(self, what: str) -> Outage:
-        return Outage(what, timeout=unavailable_timeout_seconds(self.api_unavailable_timeout))
+    @contextlib.contextmanager
+    def _riding_out_outages(self, name: str, namespace: str) -> Iterator[GangJobHook]:
+        """The hook inside the block: quick quiet retries per call, and an API that cannot be
+        reached waited for (`airflow_gang.outage`) up to ``api_unavailable_timeout``."""
+        outage = Outage(
+            f"PyTorchJob {namespace}/{name}",
+            timeout=unavailable_timeout_seconds(self.api_unavailable_timeout),
+        )
+        with (
+            self.hook.retries(WAIT_RETRY_POLICY),
+            self.hook.riding_out(outage, name=name, namespace=namespace),
+        ):
+            yield self.hook
 
-    def _ride(self, call: Callable[[], T], outage: Outage) -> T:
-        return ride_out(call, outage, self.log)
-
-    # --- execute ------------------------------------------------------------------------------
+    # --- execute: submit, then wait here or in the triggerer, then finish ---------------------
 
     def execute(self, context: Context) -> Any:
         spec = self.build_spec()
-        admission_timeout = self.admission_timeout_seconds()
         name, identity = self.identity(context)
         namespace = self.namespace or self.hook.get_namespace() or "default"
         gang = spec.gang_scheduling.value
-        outage = self._outage(f"PyTorchJob {namespace}/{name}")
-        with self.hook.retries(WAIT_RETRY_POLICY):
-            self._ride(lambda: self.hook.check_api(require_volcano=gang != "disabled"), outage)
+        with self._riding_out_outages(name, namespace) as hook:
+            hook.check_api(require_volcano=gang != "disabled")
             if gang != "disabled":
-                self._ride(lambda: observation.check_queue(self.hook, spec.effective_queue), outage)
-            job = self._ride(
-                partial(self._take_over_or_submit, context, spec, name, namespace, identity), outage
-            )
-            self._submitted = job
-            self._remember(context, job)
+                observation.check_queue(hook, spec.effective_queue)
+            job = self._take_over_or_submit(context, spec, submission.Target(name, namespace, identity))
             if not self.wait_for_completion and not self.wait_for_admission:
                 return job_result(job, "submitted", None, None)
-            # The admission clock starts at the job's creation, also when an earlier try submitted it.
-            submitted_at = parse_time(job["metadata"].get("creationTimestamp")) or dt.datetime.now(dt.UTC)
-            plan = WaitPlan(
-                gang_scheduling=gang,
-                wait_for="both" if self.wait_for_completion else "admission",
-                admission_deadline=submitted_at + dt.timedelta(seconds=admission_timeout)
-                if admission_timeout
-                else None,
-                submitted_at=submitted_at,
+            plan = WaitPlan.for_job(
+                job,
+                gang,
+                "both" if self.wait_for_completion else "admission",
+                admission_timeout=self.admission_timeout_seconds(),
             )
             if self.deferrable:
-                meta = job["metadata"]
-                seen = self._ride(
-                    lambda: observation.observe(
-                        self.hook, meta["name"], meta["namespace"], gang, meta["uid"]
-                    ),
-                    outage,
-                )
+                seen = observation.observe(hook, name, namespace, gang, job["metadata"]["uid"])
                 self._record_progress(context, seen.status)
                 # A wait the trigger would end at once is finished here: a task resumed seconds
                 # after it deferred is what apache/airflow#72716 fails.
                 ends_now = seen.status.finished or seen.status.phase is GangPhase.LOST
                 if not ends_now and not (plan.wait_for == "admission" and seen.status.admitted):
                     self._defer(context, job, plan)
-            return self._wait_in_worker(context, job, plan, outage)
+            return self._wait_in_worker(context, job, plan)
 
     def _take_over_or_submit(
-        self, context: Context, spec: GangJobSpec, name: str, namespace: str, identity: dict[str, str]
+        self, context: Context, spec: GangJobSpec, target: submission.Target
     ) -> JsonDict:
         stored = state_store.read(context, STATE_STORE_JOB_KEY)
         job, attached = submission.take_over_or_submit(
             self.hook,
             spec,
-            submission.Target(name, namespace, identity),
+            target,
             stored=stored if isinstance(stored, dict) else None,
             reuse_succeeded=self.reuse_succeeded_job,
             first_try=submission.first_try_since_clear(
@@ -200,6 +192,8 @@ class PyTorchJobOperator(GangJobArguments):
             logger=self.log,
         )
         self._reattached = attached is not None and not attached.finished
+        self._submitted = job
+        self._remember(context, job)
         return job
 
     def _remember(self, context: Context, job: JsonDict, *, delivered: bool = False) -> None:
@@ -216,12 +210,11 @@ class PyTorchJobOperator(GangJobArguments):
 
     # --- waiting in the worker ----------------------------------------------------------------
 
-    def _wait_in_worker(self, context: Context, job: JsonDict, plan: WaitPlan, outage: Outage) -> Any:
+    def _wait_in_worker(self, context: Context, job: JsonDict, plan: WaitPlan) -> Any:
         self._waiter = WorkerWait(
             self.hook,
             self.log,
             self.poll_interval,
-            outage,
             on_change=partial(self._record_progress, context),
             follow_logs=self.get_logs,
         )
@@ -231,38 +224,33 @@ class PyTorchJobOperator(GangJobArguments):
             # execution_timeout: the task gives up, so nobody would wait for the job any more.
             self._give_up(job, "execution_timeout reached")
             raise
-        return self._conclude(context, job, end, outage)
-
-    def _conclude(self, context: Context, job: JsonDict, end: WaitEnd, outage: Outage) -> Any:
-        name, namespace = job["metadata"]["name"], job["metadata"]["namespace"]
         status = end.seen.status
         if end.kind == "lost":
-            self._submitted = None
-            if self._reattached:
-                return self._earlier_job_gone(context, name, namespace)
-            raise GangJobLost(
-                f"PyTorchJob {namespace}/{name} was deleted while waiting", name=name, namespace=namespace
-            )
+            return self._job_lost(context, job["metadata"]["name"], job["metadata"]["namespace"])
         if end.kind == "admission_timeout":
             self._give_up(job, "gang not admitted in time")
-            by = (
-                f"by queue {status.queue!r}"
-                if status.queue
-                else "(no gang scheduling: not every replica was bound)"
-            )
-            raise GangAdmissionTimeout(
-                f"PyTorchJob {namespace}/{name} was not admitted {by} within "
-                f"{self.admission_timeout_seconds():.0f}s ({status.describe()}); it was deleted so its pods "
-                "hold no resources and a retry starts clean",
-                name=name,
-                namespace=namespace,
-                queue=status.queue,
-                waited_seconds=self.admission_timeout_seconds(),
-                reason=status.message or None,
-            )
+            raise self._admission_timeout(job, status)
         if end.kind == "admitted":
             return job_result(end.seen.job or job, "admitted", end.admitted_at, None)
-        return self._finish(context, job, status.phase.value, (end.admitted_at, None), outage)
+        return self._finish(context, job, status.phase.value, end.admitted_at, None)
+
+    def _admission_timeout(self, job: JsonDict, status: GangStatus) -> GangAdmissionTimeout:
+        name, namespace = job["metadata"]["name"], job["metadata"]["namespace"]
+        by = (
+            f"by queue {status.queue!r}"
+            if status.queue
+            else "(no gang scheduling: not every replica was bound)"
+        )
+        return GangAdmissionTimeout(
+            f"PyTorchJob {namespace}/{name} was not admitted {by} within "
+            f"{self.admission_timeout_seconds():.0f}s ({status.describe()}); it was deleted so its pods "
+            "hold no resources and a retry starts clean",
+            name=name,
+            namespace=namespace,
+            queue=status.queue,
+            waited_seconds=self.admission_timeout_seconds(),
+            reason=status.message or None,
+        )
 
     def _give_up(self, job: JsonDict, reason: str) -> None:
         """Delete a job nobody will wait for (admission timeout, execution_timeout, a kill)."""
@@ -288,13 +276,16 @@ class PyTorchJobOperator(GangJobArguments):
 
     # --- deferral -----------------------------------------------------------------------------
 
-    def _defer(self, context: Context, job: JsonDict, plan: WaitPlan, admitted_at: str | None = None) -> None:
-        trigger, timeout = deferral.build_trigger(
-            job,
+    def _defer(self, context: Context, job: JsonDict, plan: WaitPlan) -> None:
+        started = context["ti"].start_date
+        if self.execution_timeout is not None and started is not None:
+            plan = plan.until(started + self.execution_timeout)
+        metadata = job["metadata"]
+        trigger, timeout = handover.trigger_for(
+            metadata["name"],
+            metadata["namespace"],
+            metadata["uid"],
             plan,
-            execution_timeout=self.execution_timeout,
-            started=context["ti"].start_date,
-            admitted_at=admitted_at,
             poll_interval=self.poll_interval,
             kubernetes_conn_id=self.kubernetes_conn_id,
             hook_kwargs=self.hook.async_hook_kwargs(),
@@ -306,51 +297,74 @@ class PyTorchJobOperator(GangJobArguments):
 
     def execute_complete(self, context: Context, event: dict[str, Any], **wait: Any) -> Any:
         ended = GangEvent.of(event)
-        name, namespace, status = ended.name, ended.namespace, ended.status
-        timeline = event.get("timeline") or {}
-        known = {"metadata": {"name": name, "namespace": namespace, "uid": ended.uid}}
+        name, namespace = ended.name, ended.namespace
         if self.report_progress:
-            state_store.write(context, STATE_STORE_PROGRESS_KEY, event_progress(event))
+            state_store.write(context, STATE_STORE_PROGRESS_KEY, ended.progress)
         # The event says it too: dag.test() resumes a task without the defer kwargs.
-        if status is EventStatus.LOST and (
-            wait.pop("reattached", False) or (event.get("wait") or {}).get("reattached")
-        ):
-            return self._earlier_job_gone(context, name, namespace)
+        self._reattached = bool(wait.pop("reattached", False) or ended.reattached)
+        known = {"metadata": {"name": name, "namespace": namespace, "uid": ended.uid}}
+        if ended.status is EventStatus.LOST:
+            return self._job_lost(context, name, namespace)
         if ended.is_execution_timeout:  # the task gives up: nobody will wait for the job
             self._give_up(known, ended.message)
         if (error := ended.to_exception(waited_seconds=self.admission_timeout_seconds())) is not None:
             raise error
-        outage = self._outage(f"PyTorchJob {namespace}/{name}")
-        with self.hook.retries(WAIT_RETRY_POLICY):
-            job = self._ride(lambda: self.hook.get_pytorchjob(name, namespace), outage) or known
+        with self._riding_out_outages(name, namespace) as hook:
+            job = hook.get_pytorchjob(name, namespace) or known
             self._submitted = job
-            if status is EventStatus.ADMITTED:
-                return job_result(job, "admitted", timeline.get("admitted_at"), None)
-            admitted_at, finished_at = timeline.get("admitted_at"), timeline.get("finished_at")
-            return self._finish(context, job, status, (admitted_at, finished_at), outage)
+            if ended.status is EventStatus.ADMITTED:
+                return job_result(job, "admitted", ended.admitted_at, None)
+            return self._finish(context, job, ended.status, ended.admitted_at, ended.finished_at)
 
     # --- the end ------------------------------------------------------------------------------
 
     def _finish(
-        self,
-        context: Context,
-        job: JsonDict,
-        state: str,
-        times: tuple[str | None, str | None],
-        outage: Outage,
+        self, context: Context, job: JsonDict, state: str, admitted_at: str | None, finished_at: str | None
     ) -> Any:
-        admitted_at, finished_at = times
+        """Log the master's tail, return the task's value or raise the job's failure; delete the
+        job per ``delete_on_finish`` either way."""
         streamed = self._waiter.stop_following() if self._waiter is not None else False
-        value = finish(
-            self,
+        ended = read_outcome(
+            self.hook,
             job,
             state,
             admitted_at=admitted_at,
             finished_at=finished_at,
-            log_streamed=streamed,
-            outage=outage,
-            on_success=partial(self.job_succeeded, context),
+            log_tail_lines=self.log_tail_lines,
+            read_master_log=self.get_logs and not streamed,
+            collect_metrics=self.collect_metrics,
         )
+        if ended.master_log and ended.master_log.strip():
+            self.log.info(
+                "master replica log (last %d lines):\n%s", self.log_tail_lines, ended.master_log.rstrip()
+            )
+        succeeded = False
+        try:
+            if ended.error is not None:
+                raise ended.error
+            assert ended.result is not None
+            meta, result = ended.job["metadata"], ended.result
+            self.log.info(
+                "PyTorchJob %s/%s %s: queued %ss, ran %ss",
+                meta["namespace"],
+                meta["name"],
+                state,
+                result["queued_seconds"],
+                result["run_seconds"],
+            )
+            value = self.job_succeeded(context, ended.job, result)
+            succeeded = True
+        finally:
+            if deletes_on_finish(self.delete_on_finish, succeeded):
+                cleanup.delete_gang(
+                    self.hook,
+                    ended.job["metadata"]["name"],
+                    ended.job["metadata"]["namespace"],
+                    ended.job["metadata"].get("uid"),
+                    gang_scheduling=self.gang_scheduling,
+                    reason=f"delete_on_finish={self.delete_on_finish}",
+                    logger=self.log,
+                )
         self._remember(context, job, delivered=True)
         self._submitted = None
         return value
@@ -360,12 +374,19 @@ class PyTorchJobOperator(GangJobArguments):
         the job's pods and logs are still there (``@task.pytorchjob`` reads the function's value)."""
         return result
 
-    def _earlier_job_gone(self, context: Context, name: str, namespace: str) -> Any:
-        """The job of an earlier try this try reattached to was deleted: start over with a new one.
+    def _job_lost(self, context: Context, name: str, namespace: str) -> Any:
+        """The job was deleted while this try waited.
 
-        That try was cleared or marked failed by a person while this one started, and its
-        ``on_kill`` deleted the job after this try had found it (the clear means "train again").
+        If this try had taken it over from an earlier try, that try was cleared or marked failed
+        by a person while this one started, and its ``on_kill`` deleted the job after this try
+        had found it (the clear means "train again"): start over with a new job. Otherwise the
+        job is lost (`GangJobLost`).
         """
+        self._submitted = None
+        if not self._reattached:
+            raise GangJobLost(
+                f"PyTorchJob {namespace}/{name} was deleted while waiting", name=name, namespace=namespace
+            )
         self.log.warning(
             "PyTorchJob %s/%s of an earlier try was deleted (that try was cleared or killed): "
             "submitting a new job",

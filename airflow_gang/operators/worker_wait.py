@@ -2,9 +2,9 @@
 
 One read of job, PodGroup and pods per ``poll_interval``; the phase line goes to the task log and
 the ``progress`` entry on each change; the master's log is streamed live once it runs. An API
-that cannot be reached is ridden out (`airflow_gang.outage`, nothing deleted) until
-``api_unavailable_timeout``. The wait decides nothing about deleting: it reports how it ended
-and the operator acts (`airflow_gang.operators.pytorch_job`).
+that cannot be reached is ridden out by the hook (the caller's `GangJobHook.riding_out` block:
+nothing deleted, until ``api_unavailable_timeout``). The wait decides nothing about deleting: it
+reports how it ended and the operator acts (`airflow_gang.operators.pytorch_job`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from airflow_gang.gang_state import GangPhase, GangSnapshot, GangStatus, master_
 from airflow_gang.hooks.gang import GangJobHook
 from airflow_gang.jobs import observation
 from airflow_gang.operators.log_follower import LogFollower
-from airflow_gang.outage import Outage, ride_out
 
 JsonDict = dict[str, Any]
 
@@ -44,7 +43,6 @@ class WorkerWait:
     hook: GangJobHook
     log: Any
     poll_interval: float
-    outage: Outage
     on_change: Callable[[GangStatus], None]
     follow_logs: bool
     follower: LogFollower | None = None
@@ -58,14 +56,7 @@ class WorkerWait:
         admitted_at: str | None = None
         last = ""
         while True:
-            seen = ride_out(
-                lambda: observation.observe(self.hook, name, namespace, gang_scheduling, uid),
-                self.outage,
-                self.log,
-                sleep=self.sleep,
-                name=name,
-                namespace=namespace,
-            )
+            seen = observation.observe(self.hook, name, namespace, gang_scheduling, uid)
             status = seen.status
             if self.follow_logs and self.follower is None and status.phase is GangPhase.RUNNING:
                 self.follower = LogFollower(self.hook, master_pod_name(name), namespace, self.log).start()

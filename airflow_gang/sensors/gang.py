@@ -26,11 +26,12 @@ from airflow_gang.exceptions import GangAdmissionTimeout, GangJobLost
 from airflow_gang.gang_state import GangPhase, GangStatus
 from airflow_gang.hooks.gang import GangJobHook
 from airflow_gang.hooks.retrying import WAIT_RETRY_POLICY
-from airflow_gang.jobs import cleanup, observation, resume_hold
-from airflow_gang.outage import DEFAULT_API_UNAVAILABLE_TIMEOUT, Outage, ride_out, unavailable_timeout_seconds
+from airflow_gang.jobs import cleanup, observation
+from airflow_gang.jobs.wait_plan import WaitFor, WaitPlan
+from airflow_gang.outage import DEFAULT_API_UNAVAILABLE_TIMEOUT, Outage, unavailable_timeout_seconds
 from airflow_gang.timeline import parse_time
+from airflow_gang.triggers import handover
 from airflow_gang.triggers.events import EventStatus, GangEvent
-from airflow_gang.triggers.gang import GangJobTrigger
 from airflow_gang.validation import positive_seconds
 
 if TYPE_CHECKING:
@@ -45,7 +46,7 @@ class _GangJobSensor(BaseSensorOperator):
         "gang_scheduling",
         "admission_timeout",
     )
-    wait_for: ClassVar[str] = "completion"
+    wait_for: ClassVar[WaitFor] = "completion"
     operator_extra_links = links.JOB_LINKS
 
     def __init__(
@@ -85,11 +86,8 @@ class _GangJobSensor(BaseSensorOperator):
 
     def _status(self) -> tuple[GangStatus, dict[str, Any] | None]:
         namespace = self._namespace()
-        seen = ride_out(
-            lambda: observation.observe(self.hook, self.job_name, namespace, self.gang_scheduling),
-            self._outage,
-            self.log,
-        )
+        with self.hook.riding_out(self._outage, name=self.job_name, namespace=namespace):
+            seen = observation.observe(self.hook, self.job_name, namespace, self.gang_scheduling)
         status, job = seen.status, seen.job
         self.log.info("gang job %s/%s: %s", namespace, self.job_name, status.describe())
         return status, job
@@ -157,29 +155,30 @@ class _GangJobSensor(BaseSensorOperator):
             status, job = self._status()  # one read serves the first check and the trigger's uid
             if self._judge(status, job):
                 return None
-        deadline = None
-        if self.timeout:
-            deadline = (dt.datetime.now(dt.UTC) + dt.timedelta(seconds=float(self.timeout))).isoformat()
-        admission_deadline = None if status.admitted else self._admission_deadline(job)
         wait_for = self.wait_for
-        if admission_deadline is not None and wait_for == "completion":
+        if not status.admitted and wait_for == "completion" and self._admission_timeout_seconds():
             wait_for = "both"  # the trigger then also enforces the queue deadline
-        trigger = GangJobTrigger(
-            name=self.job_name,
-            namespace=self._namespace(),
-            uid=(job or {}).get("metadata", {}).get("uid", ""),
-            wait_for=wait_for,  # type: ignore[arg-type]
-            gang_scheduling=self.gang_scheduling,
-            admission_deadline=admission_deadline.isoformat() if admission_deadline else None,
-            execution_deadline=deadline,
-            admitted_at=None if wait_for in ("admission", "both") else "unknown",
+        plan = WaitPlan.for_job(
+            job,
+            self.gang_scheduling,
+            wait_for,
+            admission_timeout=None if status.admitted else self._admission_timeout_seconds(),
+        )
+        if self.timeout:
+            plan = plan.until(dt.datetime.now(dt.UTC) + dt.timedelta(seconds=float(self.timeout)))
+        trigger, _ = handover.trigger_for(
+            self.job_name,
+            self._namespace(),
+            (job or {}).get("metadata", {}).get("uid", ""),
+            plan,
             poll_interval=float(self.poke_interval),
             kubernetes_conn_id=self.kubernetes_conn_id,
             hook_kwargs=self.hook.async_hook_kwargs(),
             delete_on_kill=False,
-            not_before=resume_hold.resume_not_before(),
             api_unavailable_timeout=unavailable_timeout_seconds(self.api_unavailable_timeout),
         )
+        # The sensor's own timeout is the trigger's execution deadline; no framework timeout on
+        # top, so the trigger's message (and soft_fail) decide how it ends.
         self.defer(trigger=trigger, method_name="execute_complete")
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> None:
@@ -215,7 +214,7 @@ class GangAdmissionSensor(_GangJobSensor):
     so ``soft_fail`` works.
     """
 
-    wait_for: ClassVar[str] = "admission"
+    wait_for: ClassVar[WaitFor] = "admission"
 
     def _done(self, status: GangStatus) -> bool:
         return status.admitted

@@ -79,9 +79,14 @@ class GangEvent:
     queue: str | None
     unavailable_seconds: float
     last_error: str | None
+    progress: JsonDict  # the task state store's ``progress`` entry after the wait
+    admitted_at: str | None
+    finished_at: str | None
+    reattached: bool  # the try had taken over an earlier try's job
 
     @classmethod
     def of(cls, payload: JsonDict) -> GangEvent:
+        timeline = payload.get("timeline") or {}
         return cls(
             status=EventStatus(payload["status"]),
             name=str(payload["name"]),
@@ -92,6 +97,10 @@ class GangEvent:
             queue=payload.get("queue"),
             unavailable_seconds=float(payload.get("unavailable_seconds") or 0.0),
             last_error=payload.get("last_error"),
+            progress=_progress(payload),
+            admitted_at=timeline.get("admitted_at"),
+            finished_at=timeline.get("finished_at"),
+            reattached=bool((payload.get("wait") or {}).get("reattached")),
         )
 
     @property
@@ -132,6 +141,23 @@ class GangEvent:
                 f"waiting for {where} failed: {self.message}", name=self.name, namespace=self.namespace
             )
         return None
+
+
+def _progress(payload: JsonDict) -> JsonDict:
+    """The trigger's last look, else what the event says (a wait that ended without a look)."""
+    progress = payload.get("progress")
+    if isinstance(progress, dict):
+        return progress
+    return {
+        "phase": payload.get("phase") or payload.get("status"),
+        "podgroup_phase": payload.get("podgroup_phase"),
+        "queue": payload.get("queue"),
+        "replicas_bound": None,
+        "replicas_running": None,
+        "replicas": None,
+        "message": payload.get("message") or "",
+        "updated_at": utc_now().isoformat(),
+    }
 
 
 class WaitingFor(Protocol):

@@ -44,6 +44,7 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_gang.exceptions import GangApiError
 from airflow_gang.gang_state import GangPhase, GangSnapshot
+from airflow_gang.jobs.wait_plan import WaitFor
 from airflow_gang.outage import DEFAULT_API_UNAVAILABLE_TIMEOUT, Outage, is_outage
 from airflow_gang.triggers import watch_cache
 from airflow_gang.triggers.change_feed import ChangeFeed
@@ -63,7 +64,6 @@ if TYPE_CHECKING:
     from airflow_gang.hooks.gang_async import AsyncGangJobHook
 
 JsonDict = dict[str, Any]
-WaitFor = Literal["admission", "completion", "both"]
 WatchMode = Literal["shared", "per_trigger", "poll"]
 WATCH_MODES: tuple[WatchMode, ...] = ("shared", "per_trigger", "poll")
 # How long a trigger waits for a new shared cache's lists and watches before it looks with GETs.

@@ -27,7 +27,7 @@ import yaml
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
-from airflow_gang.exceptions import GangApiError, GangCRDNotInstalled, GangPermissionError
+from airflow_gang.exceptions import GangApiError, GangApiUnavailable, GangCRDNotInstalled, GangPermissionError
 from airflow_gang.hooks import REQUIRED_PERMISSIONS, AsyncGangJobHook, GangJobHook
 from airflow_gang.hooks.errors import (
     PYTORCHJOB_API,
@@ -37,6 +37,7 @@ from airflow_gang.hooks.errors import (
     translate_api_error,
 )
 from airflow_gang.hooks.retrying import RetryPolicy
+from airflow_gang.outage import Outage
 from airflow_gang.sim.apiserver.server import start_apiserver
 from airflow_gang.sim.cluster import SimCluster
 from airflow_gang.spec import GangJobSpec
@@ -646,6 +647,76 @@ def test_retries_give_up_with_the_last_status(proxied_hook: GangJobHook, proxy: 
         proxied_hook.get_queue("default")
     assert failed.value.status == 503
     assert len(proxy.seen) == FAST.attempts
+
+
+QUEUE_PATH = "/apis/scheduling.volcano.sh/v1beta1/queues/default"
+
+
+def test_inside_riding_out_a_call_waits_through_an_outage_longer_than_its_retries(
+    proxied_hook: GangJobHook, proxy: FaultProxy
+) -> None:
+    proxy.faults.append(Fault("GET", QUEUE_PATH, status=503, times=FAST.attempts * 3))
+    pauses: list[float] = []
+    outage = Outage("queue default", timeout=600)
+
+    with proxied_hook.riding_out(outage, name="j", namespace=NS, sleep=pauses.append):
+        queue = proxied_hook.get_queue("default")
+
+    assert queue is not None and queue["metadata"]["name"] == "default"
+    assert proxy.seen.count(("GET", QUEUE_PATH)) == FAST.attempts * 3 + 1
+    assert len(pauses) == 3  # one pause per exhausted round of the hook's own retries
+    assert not outage.active  # the episode ended with the answer
+
+
+def test_riding_out_ends_with_the_block_is_turned_off_by_none_and_stays_in_its_thread(
+    proxied_hook: GangJobHook, proxy: FaultProxy
+) -> None:
+    outage = Outage("queue default", timeout=600)
+    with proxied_hook.riding_out(outage, sleep=lambda _seconds: None):
+        with proxied_hook.riding_out(None):
+            proxy.faults.append(Fault("GET", QUEUE_PATH, status=503, times=FAST.attempts))
+            with pytest.raises(GangApiError) as bounded:
+                proxied_hook.get_queue("default")
+        assert bounded.value.status == 503
+        proxy.faults.append(Fault("GET", QUEUE_PATH, status=503, times=FAST.attempts))
+        in_thread: list[BaseException] = []
+
+        def look() -> None:
+            try:
+                proxied_hook.get_queue("default")
+            except GangApiError as error:
+                in_thread.append(error)
+
+        thread = threading.Thread(target=look)
+        thread.start()
+        thread.join(30)
+        assert [getattr(error, "status", None) for error in in_thread] == [503]
+        # Other hooks are not affected either: the block belongs to this hook.
+        other = GangJobHook(conn_id=None, kubernetes_conn_id=None, config_dict=proxy.config)
+        other.retry_policy = FAST
+        proxy.faults.append(Fault("GET", QUEUE_PATH, status=503, times=FAST.attempts))
+        with pytest.raises(GangApiError):
+            other.get_queue("default")
+    proxy.faults.append(Fault("GET", QUEUE_PATH, status=503, times=FAST.attempts))
+    with pytest.raises(GangApiError):
+        proxied_hook.get_queue("default")
+
+
+def test_riding_out_raises_a_refusal_at_once_and_gives_up_after_the_outage_timeout(
+    proxied_hook: GangJobHook, proxy: FaultProxy
+) -> None:
+    proxy.faults.append(Fault("GET", QUEUE_PATH, status=403, body=rbac_forbidden("get", "queues", NS)))
+    with proxied_hook.riding_out(Outage("queue default", timeout=600), sleep=lambda _seconds: None):
+        with pytest.raises(GangPermissionError):
+            proxied_hook.get_queue("default")
+    assert proxy.seen.count(("GET", QUEUE_PATH)) == 1
+
+    proxy.faults.append(Fault("GET", QUEUE_PATH, status=503, times=10_000))
+    with proxied_hook.riding_out(Outage("queue default", timeout=0.3), name="j", namespace=NS):
+        with pytest.raises(GangApiUnavailable) as unavailable:
+            proxied_hook.get_queue("default")
+    assert (unavailable.value.name, unavailable.value.namespace) == ("j", NS)
+    assert "more than api_unavailable_timeout=0s" in str(unavailable.value)
 
 
 def test_rbac_403_from_the_wire_is_a_permission_error_without_retries(

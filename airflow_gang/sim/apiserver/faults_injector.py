@@ -38,6 +38,7 @@ class FaultTarget(StoredObjects, Protocol):
     @property
     def log_streams(self) -> LogStreams: ...
 
+
 log = logging.getLogger(__name__)
 _CONTROLLERS_PRODUCT = CONTROLLERS_USER_AGENT.split("/", 1)[0] + "/"
 

@@ -1,0 +1,81 @@
+"""How a finished job ended, as a value: its result or its failure, and the master's log tail.
+
+Every way of waiting (in the worker, in the triggerer, a job adopted after it ended) reads the
+end of a job through `read_outcome`, so all of them return the same result dict (metrics,
+timeline) and raise the same `PyTorchJobFailed`. The caller decides what to do with it: the
+operator logs the tail, turns the result into the task's value, and deletes the job per
+``delete_on_finish`` (`deletes_on_finish`). Nothing here calls back into the caller.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from airflow_gang.exceptions import PyTorchJobFailed
+from airflow_gang.gang_state import master_pod_name
+from airflow_gang.hooks.gang import GangJobHook
+from airflow_gang.jobs import observation
+from airflow_gang.jobs.result import job_result
+from airflow_gang.metrics import parse_metrics
+
+JsonDict = dict[str, Any]
+DELETE_ON_FINISH_CHOICES = ("always", "on_success", "never")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """The end of one job.
+
+    :param job: the job as read at its end (its status: conditions, completion time).
+    :param result: the task's result dict when it succeeded, else None.
+    :param error: the failure (which replica, exit code, log tail) when it failed, else None.
+    :param master_log: the master replica's last lines, when asked for (None: not read).
+    """
+
+    job: JsonDict
+    result: JsonDict | None
+    error: PyTorchJobFailed | None
+    master_log: str | None
+
+    @property
+    def succeeded(self) -> bool:
+        return self.error is None
+
+
+def read_outcome(
+    hook: GangJobHook,
+    job: JsonDict,
+    state: str,
+    *,
+    admitted_at: str | None,
+    finished_at: str | None,
+    log_tail_lines: int,
+    read_master_log: bool,
+    collect_metrics: bool,
+) -> Outcome:
+    """Read the end of ``job``, which finished in ``state`` (``succeeded`` or ``failed``).
+
+    :param read_master_log: read the master's last ``log_tail_lines`` lines for the task log
+        (False when its log was streamed whole already).
+    :param collect_metrics: parse ``name=value`` pairs of the master's tail into the result.
+    """
+    metadata = job["metadata"]
+    name, namespace = metadata["name"], metadata["namespace"]
+    current = hook.get_pytorchjob(name, namespace) or job
+    master = master_pod_name(name)
+    shown = observation.log_tail(hook, master, namespace, log_tail_lines) if read_master_log else None
+    if state == "failed":
+        error = observation.failure_error(hook, name, namespace, log_tail_lines)
+        return Outcome(current, None, error, shown)
+    metrics: dict[str, float] = {}
+    if collect_metrics:
+        tail = shown if shown is not None else observation.log_tail(hook, master, namespace, log_tail_lines)
+        metrics = parse_metrics(tail)
+    result = job_result(current, state, admitted_at, finished_at, metrics=metrics)
+    return Outcome(current, result, None, shown)
+
+
+def deletes_on_finish(delete_on_finish: str, succeeded: bool) -> bool:
+    """Whether ``delete_on_finish`` (``always``, ``on_success``, ``never``) deletes this job now."""
+    return delete_on_finish == "always" or (delete_on_finish == "on_success" and succeeded)
