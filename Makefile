@@ -15,15 +15,17 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-$(INSTALLED): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[$(EXTRAS)]'
+# The provider, and the repository's two other distributions: the embedded cluster (sim/) and
+# the real-Airflow harness (stack/). `pip install airflow-gang` brings neither.
+$(INSTALLED): pyproject.toml sim/pyproject.toml stack/pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[$(EXTRAS)]' -e ./sim -e ./stack
 	touch $@
 
 install: $(INSTALLED)
 
 lint: $(INSTALLED)
-	$(BIN)/ruff check airflow_gang tests dags examples $(wildcard benchmarks scripts)
-	$(BIN)/mypy airflow_gang
+	$(BIN)/ruff check airflow_gang sim stack tests dags examples $(wildcard benchmarks scripts)
+	$(BIN)/mypy airflow_gang sim/gang_sim stack/gang_stack
 	$(BIN)/lint-imports
 
 test: lint

@@ -1,8 +1,11 @@
-"""The ``airflow-gang`` command: ``version``, ``render`` (manifests as YAML), ``sim`` (embedded cluster),
-``airflow`` (a full local Airflow on the embedded cluster).
+"""The ``airflow-gang`` command: ``version``, ``render`` (manifests as YAML), and the commands
+other distributions register.
 
-This module joins the provider side (``render`` uses the job spec) and the simulator side
-(``sim``), which never import each other; both are imported only when their command runs.
+Commands beyond the provider's own come from the ``airflow_gang.cli`` entry point group: each
+entry is a ``register(subparsers)`` function. The repository's simulator (``airflow-gang-sim``)
+registers ``sim`` and its real-Airflow harness (``airflow-gang-stack``) registers ``airflow``;
+the provider imports neither, so a plain ``pip install airflow-gang`` has ``version`` and
+``render`` only, and says which distribution brings a missing command.
 """
 
 from __future__ import annotations
@@ -11,12 +14,17 @@ import argparse
 import shlex
 import sys
 from collections.abc import Sequence
+from functools import partial
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
 from airflow_gang import __version__
 
 DEMO_IMAGE = "docker.io/kubeflowkatib/pytorch-mnist:v1beta1-45c5727"
+COMMAND_ENTRY_POINTS = "airflow_gang.cli"
+# Commands of the repository's other distributions, named in the help when they are missing.
+ELSEWHERE = {"sim": "airflow-gang-sim", "airflow": "airflow-gang-stack"}
 
 
 def _version(args: argparse.Namespace) -> int:
@@ -98,14 +106,22 @@ def build_parser() -> argparse.ArgumentParser:
     )
     render.set_defaults(func=_render)
 
-    from airflow_gang.sim.cli import register as register_sim
-
-    register_sim(commands)
-
-    from airflow_gang.stack.local import register as register_airflow
-
-    register_airflow(commands)
+    for entry in sorted(entry_points(group=COMMAND_ENTRY_POINTS), key=lambda entry: entry.name):
+        entry.load()(commands)
+    for command, distribution in ELSEWHERE.items():
+        if command not in commands.choices:
+            missing = commands.add_parser(command, help=f"(needs {distribution}: not installed)")
+            missing.set_defaults(func=partial(_not_installed, command, distribution))
     return parser
+
+
+def _not_installed(command: str, distribution: str, args: argparse.Namespace) -> int:
+    print(
+        f"error: `airflow-gang {command}` comes with the {distribution} distribution, which is not "
+        "installed; `make install` in the airflow-gang repository installs it",
+        file=sys.stderr,
+    )
+    return 2
 
 
 def main(argv: Sequence[str] | None = None) -> int:

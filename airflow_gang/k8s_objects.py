@@ -1,4 +1,4 @@
-"""Pure helpers for Kubernetes wire objects (camelCase dicts): conversion and merging.
+"""Pure helpers for Kubernetes wire objects (camelCase dicts): conversion, merging, a pod's requests.
 
 The job spec accepts what Airflow users already have — plain dicts, YAML, or the official
 client's model objects (``V1Volume``, ``V1Toleration``) — and works on plain dicts from then on.
@@ -10,6 +10,8 @@ import copy
 import datetime
 from collections.abc import Mapping
 from typing import Any
+
+from airflow_gang.quantity import Quantity, sum_resources
 
 
 def to_wire(value: Any) -> Any:
@@ -75,3 +77,24 @@ def deep_merge(base: Mapping[str, Any], overlay: Mapping[str, Any]) -> dict[str,
         else:
             merged[key] = copy.deepcopy(value)
     return merged
+
+
+def pod_requests(template: Mapping[str, Any]) -> dict[str, Quantity]:
+    """What one pod asks the scheduler for: its containers' requests (limits where none).
+
+    Init containers are left out, as the training-operator leaves them out of ``minResources``.
+    """
+    containers = (template.get("spec") or {}).get("containers") or []
+    totals = sum_resources(
+        (container.get("resources") or {}).get("requests")
+        or (container.get("resources") or {}).get("limits")
+        or {}
+        for container in containers
+    )
+    return dict(totals)
+
+
+def ordered(mapping: dict[str, Any], first: tuple[str, ...]) -> dict[str, Any]:
+    """The same mapping with ``first`` keys leading, so rendered YAML reads top-down."""
+    head = {key: mapping[key] for key in first if key in mapping}
+    return {**head, **{key: value for key, value in mapping.items() if key not in head}}

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from enum import StrEnum
 from typing import Any, Literal
 
 from pydantic import (
@@ -29,11 +28,12 @@ from pydantic import (
     model_validator,
 )
 
-from airflow_gang import templates, validation
+from airflow_gang import pod_fields, templates, validation
 from airflow_gang.exceptions import GangSpecError
-from airflow_gang.k8s_objects import deep_merge
+from airflow_gang.k8s_objects import deep_merge, ordered, pod_requests
 from airflow_gang.naming import LABEL_PREFIX
 from airflow_gang.quantity import Quantity, sum_resources
+from airflow_gang.spec_choices import CleanPodPolicy, GangScheduling, RestartPolicy, RunPolicy
 
 PYTORCHJOB_API_VERSION = "kubeflow.org/v1"
 PODGROUP_API_VERSION = "scheduling.volcano.sh/v1beta1"
@@ -43,46 +43,6 @@ DEFAULT_MASTER_PORT = 23456
 VOLCANO_SCHEDULER = "volcano"
 GROUP_NAME_ANNOTATION = "scheduling.k8s.io/group-name"
 REPLICA_TYPES = ("Master", "Worker")
-
-
-class GangScheduling(StrEnum):
-    """Who makes the job a gang."""
-
-    PROVIDER = "provider"
-    """We create the PodGroup and decorate the pods; works with any training-operator."""
-    TRAINING_OPERATOR = "training-operator"
-    """Only ``runPolicy.schedulingPolicy``; needs ``--gang-scheduler-name=volcano`` on the operator."""
-    DISABLED = "disabled"
-    """A plain PyTorchJob: the behaviour that deadlocks a shared pool."""
-
-
-class RestartPolicy(StrEnum):
-    ALWAYS = "Always"
-    ON_FAILURE = "OnFailure"
-    NEVER = "Never"
-    EXIT_CODE = "ExitCode"
-
-
-class CleanPodPolicy(StrEnum):
-    ALL = "All"
-    RUNNING = "Running"
-    NONE = "None"
-
-
-class RunPolicy(BaseModel):
-    """The PyTorchJob ``runPolicy`` fields we expose (``schedulingPolicy`` is derived)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
-
-    clean_pod_policy: CleanPodPolicy | None = Field(default=None, alias="cleanPodPolicy")
-    backoff_limit: int | None = Field(default=None, ge=0, alias="backoffLimit")
-    active_deadline_seconds: int | None = Field(default=None, ge=1, alias="activeDeadlineSeconds")
-    ttl_seconds_after_finished: int | None = Field(default=None, ge=0, alias="ttlSecondsAfterFinished")
-    # Submit the job suspended (training-operator >= 1.7): it gets no pods until resumed.
-    suspend: bool | None = Field(default=None, alias="suspend")
-
-    def to_wire(self) -> dict[str, Any]:
-        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
 class GangJobSpec(BaseModel):
@@ -148,13 +108,13 @@ class GangJobSpec(BaseModel):
     _object_names = field_validator("queue", "priority_class", "service_account_name")(
         validation.check_object_name
     )
-    _labels = field_validator("labels")(validation.check_labels)
-    _annotations = field_validator("annotations")(validation.check_annotations)
-    _node_selector = field_validator("node_selector")(validation.check_node_selector)
-    _tolerations = field_validator("tolerations")(validation.check_tolerations)
-    _volumes = field_validator("volumes")(validation.check_volumes)
-    _volume_mounts = field_validator("volume_mounts")(validation.check_volume_mounts)
-    _pull_secrets = field_validator("image_pull_secrets", mode="before")(validation.check_pull_secrets)
+    _labels = field_validator("labels")(pod_fields.check_labels)
+    _annotations = field_validator("annotations")(pod_fields.check_annotations)
+    _node_selector = field_validator("node_selector")(pod_fields.check_node_selector)
+    _tolerations = field_validator("tolerations")(pod_fields.check_tolerations)
+    _volumes = field_validator("volumes")(pod_fields.check_volumes)
+    _volume_mounts = field_validator("volume_mounts")(pod_fields.check_volume_mounts)
+    _pull_secrets = field_validator("image_pull_secrets", mode="before")(pod_fields.check_pull_secrets)
     _pod_template = field_validator("pod_template")(templates.check_pod_template_field)
 
     @model_validator(mode="after")
@@ -244,7 +204,7 @@ class GangJobSpec(BaseModel):
         if self.gang_scheduling is GangScheduling.PROVIDER:
             for replica in job["spec"]["pytorchReplicaSpecs"].values():
                 replica["template"]["metadata"].setdefault("annotations", {})[GROUP_NAME_ANNOTATION] = name
-        return _ordered(job, ("apiVersion", "kind", "metadata", "spec"))
+        return ordered(job, ("apiVersion", "kind", "metadata", "spec"))
 
     def build_podgroup(
         self,
@@ -314,7 +274,7 @@ class GangJobSpec(BaseModel):
         self._apply_pod_fields(pod)
         merged = deep_merge(template, self.pod_template) if self.pod_template else template
         replica["template"] = self._apply_gang_decoration(merged)
-        return _ordered(replica, ("replicas", "restartPolicy", "template"))
+        return ordered(replica, ("replicas", "restartPolicy", "template"))
 
     def _build_containers(self, containers: list[dict[str, Any]]) -> list[dict[str, Any]]:
         containers = copy.deepcopy(containers)
@@ -419,27 +379,6 @@ class GangJobSpec(BaseModel):
 def _argument_names() -> list[str]:
     """Every job argument, for the "did you mean" of a misspelt one."""
     return [*GangJobSpec.model_fields, *RunPolicy.model_fields]
-
-
-def _ordered(mapping: dict[str, Any], first: tuple[str, ...]) -> dict[str, Any]:
-    """The same mapping with ``first`` keys leading, so rendered YAML reads top-down."""
-    head = {key: mapping[key] for key in first if key in mapping}
-    return {**head, **{key: value for key, value in mapping.items() if key not in head}}
-
-
-def pod_requests(template: Mapping[str, Any]) -> dict[str, Quantity]:
-    """What one pod asks the scheduler for: its containers' requests (limits where none).
-
-    Init containers are left out, as the training-operator leaves them out of ``minResources``.
-    """
-    containers = (template.get("spec") or {}).get("containers") or []
-    totals = sum_resources(
-        (container.get("resources") or {}).get("requests")
-        or (container.get("resources") or {}).get("limits")
-        or {}
-        for container in containers
-    )
-    return dict(totals)
 
 
 __all__ = [

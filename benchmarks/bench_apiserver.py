@@ -1,6 +1,6 @@
 """Micro-benchmark of the simulated API server: create/get/list throughput and watch fan-out.
 
-Runs the server as a separate process (``python -m airflow_gang.sim.cli apiserver``) so client
+Runs the server as a separate process (``python -m gang_sim.cli apiserver``) so client
 and server do not share an interpreter, talks to it only over 127.0.0.1 with the official
 clients, and prints one table. Nothing is asserted: the numbers are for comparing changes.
 
@@ -53,7 +53,7 @@ def server_process() -> Iterator[str]:
             [
                 sys.executable,
                 "-m",
-                "airflow_gang.sim.cli",
+                "gang_sim.cli",
                 "apiserver",
                 "--port",
                 "0",

@@ -28,8 +28,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from airflow_gang.sim.cluster import SimCluster  # noqa: E402
-from airflow_gang.stack import AirflowStack  # noqa: E402
+from gang_sim.cluster import SimCluster  # noqa: E402
+from gang_stack import AirflowStack  # noqa: E402
 from tests.realstack.chaos import CHAOS_DAG_FILES, ChaosReport, run_chaos  # noqa: E402
 
 ENV = {

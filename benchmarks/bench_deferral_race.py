@@ -37,8 +37,8 @@ from kubernetes import client as k8s
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from airflow_gang.sim.cluster import SimCluster  # noqa: E402
-from airflow_gang.stack import AirflowStack  # noqa: E402
+from gang_sim.cluster import SimCluster  # noqa: E402
+from gang_stack import AirflowStack  # noqa: E402
 from tests.realstack.dags import sweep_dag  # noqa: E402  (the real-stack tests' sweep)
 
 SETTLE_SECONDS = 12

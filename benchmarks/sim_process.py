@@ -18,7 +18,7 @@ _running: list[int] = []  # pid of the cluster process of the `cluster_process` 
 
 # Controllers cancelled mid-request make the server log ClientDisconnect tracebacks while it
 # stops: noise for a benchmark's output.
-SHUTDOWN_NOISE = ("uvicorn.error", "airflow_gang.sim.apiserver.app")
+SHUTDOWN_NOISE = ("uvicorn.error", "gang_sim.apiserver.app")
 
 
 def _silence(names: Sequence[str]) -> None:
@@ -27,8 +27,8 @@ def _silence(names: Sequence[str]) -> None:
 
 
 def _serve(options: dict[str, Any], quiet: Sequence[str], conn: Connection, stop: EventType) -> None:
-    from airflow_gang.sim.cluster import SimCluster
-    from airflow_gang.sim.process_tuning import tune_garbage_collection
+    from gang_sim.cluster import SimCluster
+    from gang_sim.process_tuning import tune_garbage_collection
 
     _silence(quiet)
     tune_garbage_collection()  # this process serves the cluster and nothing else

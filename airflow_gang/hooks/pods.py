@@ -49,9 +49,7 @@ class JobPodsMixin:
 
         def _call(self, request: ApiRequest, call: Callable[[], T]) -> T: ...
 
-    def _timeout(self, preferred: float = REQUEST_TIMEOUT) -> float:
-        """One request's timeout: ``preferred``, cut to the time left under the policy's deadline."""
-        return self.retry_policy.request_timeout(preferred)
+        def _timeout(self, preferred: float = REQUEST_TIMEOUT) -> float: ...
 
     def _get_json(self, request: ApiRequest, call: Callable[[], Any]) -> Any:
         return self._call(request, lambda: read_json(call()))

@@ -1,4 +1,5 @@
-"""Reading one gang job through `GangJobHook`: the queue check, a look, the failure and its log.
+"""Reading one gang job through `GangJobHook`: the queue check, a look, the failure and its log,
+and the error of a job its queue held too long.
 
 One cluster conversation each, for the operator's waits and the sensors' pokes alike. Taking
 over and submitting live in `submission`, deleting in `cleanup`.
@@ -9,8 +10,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from airflow_gang.exceptions import GangApiError, GangSpecError, PyTorchJobFailed
-from airflow_gang.gang_state import GangSnapshot, failing_replica, last_true_condition
+from airflow_gang.exceptions import GangAdmissionTimeout, GangApiError, GangSpecError, PyTorchJobFailed
+from airflow_gang.gang_state import GangSnapshot, GangStatus, failing_replica, last_true_condition
 from airflow_gang.hooks.gang import GangJobHook
 
 JsonDict = dict[str, Any]
@@ -91,4 +92,20 @@ def failure_error(hook: GangJobHook, name: str, namespace: str, lines: int) -> P
         exit_code=failure.exit_code,
         reason=failure.reason,
         log_tail=tail,
+    )
+
+
+def admission_timeout(
+    name: str, namespace: str, status: GangStatus, seconds: float | None
+) -> GangAdmissionTimeout:
+    """The failure of a job not admitted ``seconds`` after its creation, which was deleted for it."""
+    by = f"by queue {status.queue!r}" if status.queue else "(no gang scheduling: not every replica was bound)"
+    return GangAdmissionTimeout(
+        f"PyTorchJob {namespace}/{name} was not admitted within {seconds or 0:.0f}s of its creation {by} "
+        f"({status.describe()}); it was deleted so its pods hold no resources and a retry starts clean",
+        name=name,
+        namespace=namespace,
+        queue=status.queue,
+        waited_seconds=seconds,
+        reason=status.message or None,
     )

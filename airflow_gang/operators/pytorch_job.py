@@ -27,7 +27,7 @@ from airflow.configuration import conf
 from airflow.sdk.exceptions import AirflowTaskTimeout
 
 from airflow_gang import links
-from airflow_gang.exceptions import GangAdmissionTimeout, GangApiError, GangJobLost
+from airflow_gang.exceptions import GangApiError, GangJobLost
 from airflow_gang.gang_state import GangPhase, GangStatus
 from airflow_gang.hooks.gang import GangJobHook
 from airflow_gang.hooks.retrying import WAIT_RETRY_POLICY
@@ -229,28 +229,12 @@ class PyTorchJobOperator(GangJobArguments):
             return self._job_lost(context, job["metadata"]["name"], job["metadata"]["namespace"])
         if end.kind == "admission_timeout":
             self._give_up(job, "gang not admitted in time")
-            raise self._admission_timeout(job, status)
+            metadata = job["metadata"]
+            seconds = self.admission_timeout_seconds()
+            raise observation.admission_timeout(metadata["name"], metadata["namespace"], status, seconds)
         if end.kind == "admitted":
             return job_result(end.seen.job or job, "admitted", end.admitted_at, None)
         return self._finish(context, job, status.phase.value, end.admitted_at, None)
-
-    def _admission_timeout(self, job: JsonDict, status: GangStatus) -> GangAdmissionTimeout:
-        name, namespace = job["metadata"]["name"], job["metadata"]["namespace"]
-        by = (
-            f"by queue {status.queue!r}"
-            if status.queue
-            else "(no gang scheduling: not every replica was bound)"
-        )
-        return GangAdmissionTimeout(
-            f"PyTorchJob {namespace}/{name} was not admitted {by} within "
-            f"{self.admission_timeout_seconds():.0f}s ({status.describe()}); it was deleted so its pods "
-            "hold no resources and a retry starts clean",
-            name=name,
-            namespace=namespace,
-            queue=status.queue,
-            waited_seconds=self.admission_timeout_seconds(),
-            reason=status.message or None,
-        )
 
     def _give_up(self, job: JsonDict, reason: str) -> None:
         """Delete a job nobody will wait for (admission timeout, execution_timeout, a kill)."""

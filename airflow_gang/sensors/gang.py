@@ -22,7 +22,7 @@ from airflow.sdk import BaseSensorOperator
 from airflow.sdk.exceptions import AirflowSensorTimeout
 
 from airflow_gang import links
-from airflow_gang.exceptions import GangAdmissionTimeout, GangJobLost
+from airflow_gang.exceptions import GangJobLost
 from airflow_gang.gang_state import GangPhase, GangStatus
 from airflow_gang.hooks.gang import GangJobHook
 from airflow_gang.hooks.retrying import WAIT_RETRY_POLICY
@@ -106,18 +106,6 @@ class _GangJobSensor(BaseSensorOperator):
             return None
         return created + dt.timedelta(seconds=seconds)
 
-    def _timed_out(self, namespace: str, status: GangStatus, detail: str) -> GangAdmissionTimeout:
-        return GangAdmissionTimeout(
-            f"PyTorchJob {namespace}/{self.job_name} was not admitted within "
-            f"{self._admission_timeout_seconds():.0f}s of its creation ({detail}); "
-            "it was deleted so its pods hold no resources",
-            name=self.job_name,
-            namespace=namespace,
-            queue=status.queue,
-            waited_seconds=self._admission_timeout_seconds(),
-            reason=status.message or None,
-        )
-
     def poke(self, context: Context) -> bool:
         # Quiet retries: an outage is reported once per episode (_status), not once per retry.
         with self.hook.retries(WAIT_RETRY_POLICY):
@@ -144,7 +132,8 @@ class _GangJobSensor(BaseSensorOperator):
                 reason="gang not admitted in time",
                 logger=self.log,
             )
-            raise self._timed_out(namespace, status, status.describe())
+            seconds = self._admission_timeout_seconds()
+            raise observation.admission_timeout(self.job_name, namespace, status, seconds)
         return self._done(status)
 
     def execute(self, context: Context) -> Any:

@@ -275,12 +275,14 @@ def test_dockerfile_builds_on_airflow_3_3_2_and_installs_the_provider_as_the_air
                 if words[:2] == ["pip", "install"]:
                     paths = [w for w in words[2:] if w == "." or w.startswith(("/", "./"))]
                     installs += [(workdir / p, user) for p in paths]
-    assert len(installs) == 1, installs
-    source_dir, install_user = installs[0]
-    assert install_user == "airflow"
-    assert copied.get(source_dir / "pyproject.toml") == "pyproject.toml"
-    assert copied.get(source_dir / "README.md") == "README.md"
-    assert copied.get(source_dir / "airflow_gang") == "airflow_gang"
+    # The provider, and the simulator the kube-sim service runs (this demo's image only).
+    assert len(installs) == 2, installs
+    (provider_dir, provider_user), (sim_dir, sim_user) = installs
+    assert provider_user == sim_user == "airflow"
+    assert copied.get(provider_dir / "pyproject.toml") == "pyproject.toml"
+    assert copied.get(provider_dir / "README.md") == "README.md"
+    assert copied.get(provider_dir / "airflow_gang") == "airflow_gang"
+    assert copied.get(sim_dir) == "sim"
 
 
 def _ignore_patterns() -> list[str]:
@@ -323,20 +325,12 @@ def test_dockerignore_keeps_local_state_out_and_what_the_dockerfile_copies_in() 
     )
     for path in local_state:
         assert _ignored(path, patterns), f"{path} would be sent to the Docker daemon"
-    for path in ("pyproject.toml", "README.md", "airflow_gang/sim/cli_cluster.py", "airflow_gang/spec.py"):
+    for path in ("pyproject.toml", "README.md", "sim/gang_sim/cli_cluster.py", "airflow_gang/spec.py"):
         assert not _ignored(path, patterns), f"{path} is excluded from the build context"
 
 
-def test_the_files_the_dockerfile_copies_build_the_provider_with_its_command(tmp_path: Path) -> None:
-    # The same files the image gets, and nothing else: pip must build the package from them.
-    source = tmp_path / "src"
-    source.mkdir()
-    for name in ("pyproject.toml", "README.md"):
-        shutil.copy(REPO / name, source / name)
-    shutil.copytree(
-        REPO / "airflow_gang", source / "airflow_gang", ignore=shutil.ignore_patterns("__pycache__")
-    )
-    wheel_dir = tmp_path / "dist"
+def _wheel(source: Path, wheel_dir: Path, pattern: str) -> tuple[set[str], str]:
+    """Build ``source`` as pip would; the wheel's file names and its entry_points.txt."""
     pip_wheel = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--quiet"]
     done = subprocess.run(
         [*pip_wheel, "--wheel-dir", str(wheel_dir), str(source)],
@@ -346,11 +340,37 @@ def test_the_files_the_dockerfile_copies_build_the_provider_with_its_command(tmp
         timeout=300,
     )
     assert done.returncode == 0, done.stderr
-    (wheel,) = wheel_dir.glob("airflow_gang-*.whl")
+    (wheel,) = wheel_dir.glob(pattern)
     with zipfile.ZipFile(wheel) as archive:
         names = set(archive.namelist())
         entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
-        declared = archive.read(entry_points).decode()
-    assert "airflow_gang/sim/cli_cluster.py" in names
+        return names, archive.read(entry_points).decode()
+
+
+def test_the_files_the_dockerfile_copies_build_the_provider_and_the_simulator(tmp_path: Path) -> None:
+    # The same files the image gets, and nothing else: pip must build each package from them.
+    source = tmp_path / "src"
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(REPO / name, source / name)
+    skip = shutil.ignore_patterns("__pycache__", "*.egg-info")
+    shutil.copytree(REPO / "airflow_gang", source / "airflow_gang", ignore=skip)
+    shutil.copytree(REPO / "sim", source / "sim", ignore=skip)
+
+    provider, declared = _wheel(source, tmp_path / "dist", "airflow_gang-*.whl")
+    assert "airflow_gang/spec.py" in provider
+    # What `pip install airflow-gang` puts into an Airflow image: no simulator, no harness.
+    assert {name.split("/")[0] for name in provider} == {"airflow_gang", *_dist_info(provider)}
     assert "airflow-gang = airflow_gang.cli:main" in declared
     assert "apache_airflow_provider" in declared
+    assert "pytest11" not in declared
+
+    simulator, declared = _wheel(source / "sim", tmp_path / "dist", "airflow_gang_sim-*.whl")
+    assert "gang_sim/cli_cluster.py" in simulator
+    assert not any(name.startswith("airflow_gang/") for name in simulator)
+    assert "sim = gang_sim.cli:register" in declared  # `airflow-gang sim`
+    assert "gang_sim = gang_sim.pytest_plugin" in declared
+
+
+def _dist_info(names: set[str]) -> set[str]:
+    return {name.split("/")[0] for name in names if name.split("/")[0].endswith(".dist-info")}

@@ -17,8 +17,8 @@ from kubernetes import client as k8s
 from kubernetes.config import new_client_from_config
 
 from airflow_gang.cli import build_parser
-from airflow_gang.sim import SimCluster
-from airflow_gang.sim.apiserver.server import start_apiserver
+from gang_sim import SimCluster
+from gang_sim.apiserver.server import start_apiserver
 
 
 def _server_and_ca(kubeconfig_path: str) -> tuple[str, bytes]:

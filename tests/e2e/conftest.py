@@ -22,8 +22,8 @@ import pytest
 from kubernetes import client as k8s
 
 from airflow_gang.hooks.gang import GangJobHook
-from airflow_gang.sim.cluster import SimCluster
 from airflow_gang.spec import GangJobSpec
+from gang_sim.cluster import SimCluster
 from tests.metadata import migrate_db
 from tests.waiting import eventually
 

@@ -17,8 +17,8 @@ import pytest
 
 from airflow_gang.hooks.gang import GangJobHook
 from airflow_gang.jobs import cleanup
-from airflow_gang.sim.cluster import SimCluster
 from airflow_gang.triggers.gang import GangJobTrigger, on_kill_budget_seconds
+from gang_sim.cluster import SimCluster
 from tests.e2e.conftest import submit_gang
 
 pytestmark = pytest.mark.usefixtures("kube_connection")

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s
 
-from airflow_gang.sim.cluster import SimCluster
+from gang_sim.cluster import SimCluster
 from tests.e2e.test_scenarios import delete_job, jobs_of
 
 pytestmark = pytest.mark.usefixtures("kube_connection")

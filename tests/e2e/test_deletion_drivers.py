@@ -18,9 +18,9 @@ import pytest
 from airflow_gang.hooks.gang import GangJobHook
 from airflow_gang.hooks.gang_async import AsyncGangJobHook
 from airflow_gang.jobs import cleanup
-from airflow_gang.sim.cluster import SimCluster
 from airflow_gang.spec import GangJobSpec
 from airflow_gang.triggers import deletion
+from gang_sim.cluster import SimCluster
 from tests.e2e.conftest import leftovers, submit_gang
 from tests.e2e.test_scenarios import all_running
 from tests.waiting import eventually

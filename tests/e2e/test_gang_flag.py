@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s
 
-from airflow_gang.sim.cluster import SimCluster
 from airflow_gang.spec import GangJobSpec
+from gang_sim.cluster import SimCluster
 from tests.e2e.conftest import task_states
 from tests.e2e.test_example_dags import run_report
 from tests.e2e.test_scenarios import MODES, PODGROUPS, PYTORCHJOBS, JobEvents, delete_job, run_seed_sweep

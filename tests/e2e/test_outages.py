@@ -21,8 +21,8 @@ import pytest
 from kubernetes import client as k8s
 
 from airflow_gang.naming import DAG_ID_LABEL
-from airflow_gang.sim.cluster import SimCluster
 from airflow_gang.timeline import parse_time
+from gang_sim.cluster import SimCluster
 from tests.e2e.conftest import task_states
 from tests.e2e.test_scenarios import PYTORCHJOBS, JobEvents
 

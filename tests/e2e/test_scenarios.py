@@ -31,9 +31,9 @@ from airflow_gang.exceptions import GangJobLost
 from airflow_gang.hooks.gang import GangJobHook
 from airflow_gang.naming import DAG_ID_LABEL, TRY_NUMBER_LABEL
 from airflow_gang.operators.pytorch_job import PyTorchJobOperator
-from airflow_gang.sim.cluster import SimCluster
 from airflow_gang.spec import GangJobSpec
 from airflow_gang.triggers.gang import GangJobTrigger
+from gang_sim.cluster import SimCluster
 from tests.e2e.conftest import leftovers, task_states
 from tests.waiting import eventually
 

@@ -27,7 +27,7 @@ from kubernetes import client as k8s
 from airflow_gang.hooks.gang import GangJobHook
 from airflow_gang.jobs import cleanup
 from airflow_gang.sensors.gang import GangAdmissionSensor, PyTorchJobSensor
-from airflow_gang.sim.cluster import SimCluster
+from gang_sim.cluster import SimCluster
 from tests.e2e.conftest import submit_gang, task_states
 from tests.waiting import eventually
 

@@ -24,8 +24,8 @@ from airflow_gang.hooks.gang import GangJobHook
 from airflow_gang.hooks.retrying import WAIT_RETRY_POLICY
 from airflow_gang.jobs import cleanup, submission
 from airflow_gang.naming import identity_labels
-from airflow_gang.sim.cluster import SimCluster
 from airflow_gang.spec import GangJobSpec
+from gang_sim.cluster import SimCluster
 
 pytestmark = pytest.mark.usefixtures("kube_connection")
 

@@ -19,7 +19,7 @@ import pytest
 from kubernetes import client as k8s
 
 from airflow_gang.naming import DAG_ID_LABEL
-from airflow_gang.sim.cluster import SimCluster
+from gang_sim.cluster import SimCluster
 from tests.e2e.conftest import task_states
 from tests.e2e.test_scenarios import PODGROUPS, PYTORCHJOBS, delete_job, jobs_of
 

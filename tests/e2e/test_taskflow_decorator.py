@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from airflow_gang.sim.cluster import SimCluster
+from gang_sim.cluster import SimCluster
 from tests.e2e.conftest import task_states
 from tests.metadata import xcom_value
 
@@ -289,4 +289,4 @@ def test_the_gang_admission_timeout_and_retry_policy_are_the_operators(
     (ti,) = dag_run.get_task_instances()
     assert ti.try_number == 2
     assert output.count("GangAdmissionTimeout: PyTorchJob default/never-admitted-") == 2
-    assert "was not admitted by queue 'tiny' within 2s" in output
+    assert "was not admitted within 2s of its creation by queue 'tiny'" in output

@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from airflow_gang.sim.cluster import SimCluster
+from gang_sim.cluster import SimCluster
 from tests.e2e.conftest import task_states
 
 MISSING = [name for name in ("torch", "sklearn") if importlib.util.find_spec(name) is None]

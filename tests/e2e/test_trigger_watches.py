@@ -40,8 +40,8 @@ from airflow_gang.hooks.client_pool import USER_AGENT
 from airflow_gang.hooks.gang import GangJobHook
 from airflow_gang.operators.pytorch_job import PyTorchJobOperator
 from airflow_gang.sensors.gang import PyTorchJobSensor
-from airflow_gang.sim.cluster import SimCluster
 from airflow_gang.triggers.gang import GangJobTrigger
+from gang_sim.cluster import SimCluster
 from tests.e2e.conftest import submit_gang
 from tests.sim.apiserver.helpers import call
 from tests.waiting import eventually

@@ -20,10 +20,10 @@ from kubernetes import client as k8s
 from airflow_gang.hooks.client_pool import USER_AGENT
 from airflow_gang.hooks.gang import GangJobHook
 from airflow_gang.naming import identity_labels
-from airflow_gang.sim.cluster import SimCluster
 from airflow_gang.spec import GangJobSpec
 from airflow_gang.triggers import watch_cache
 from airflow_gang.triggers.gang import GangJobTrigger
+from gang_sim.cluster import SimCluster
 from tests.e2e.test_trigger_watches import first_event as first_event_within
 from tests.e2e.test_trigger_watches import provider_requests
 from tests.sim.apiserver.helpers import call

@@ -31,8 +31,8 @@ from kubernetes import client as k8s
 
 from airflow_gang.hooks.gang import GangJobHook
 from airflow_gang.naming import job_name
-from airflow_gang.sim.cluster import SimCluster
 from airflow_gang.spec import GangJobSpec
+from gang_sim.cluster import SimCluster
 from tests.metadata import migrate_db
 from tests.waiting import eventually
 

@@ -38,10 +38,10 @@ from airflow_gang.hooks.errors import (
 )
 from airflow_gang.hooks.retrying import RetryPolicy
 from airflow_gang.outage import Outage
-from airflow_gang.sim.apiserver.server import start_apiserver
-from airflow_gang.sim.cluster import SimCluster
 from airflow_gang.spec import GangJobSpec
 from airflow_gang.triggers.gang import GangJobTrigger
+from gang_sim.apiserver.server import start_apiserver
+from gang_sim.cluster import SimCluster
 from tests.waiting import eventually
 
 NS = "default"
@@ -662,7 +662,8 @@ def test_inside_riding_out_a_call_waits_through_an_outage_longer_than_its_retrie
     with proxied_hook.riding_out(outage, name="j", namespace=NS, sleep=pauses.append):
         queue = proxied_hook.get_queue("default")
 
-    assert queue is not None and queue["metadata"]["name"] == "default"
+    assert queue is not None
+    assert queue["metadata"]["name"] == "default"
     assert proxy.seen.count(("GET", QUEUE_PATH)) == FAST.attempts * 3 + 1
     assert len(pauses) == 3  # one pause per exhausted round of the hook's own retries
     assert not outage.active  # the episode ended with the answer
@@ -673,10 +674,9 @@ def test_riding_out_ends_with_the_block_is_turned_off_by_none_and_stays_in_its_t
 ) -> None:
     outage = Outage("queue default", timeout=600)
     with proxied_hook.riding_out(outage, sleep=lambda _seconds: None):
-        with proxied_hook.riding_out(None):
-            proxy.faults.append(Fault("GET", QUEUE_PATH, status=503, times=FAST.attempts))
-            with pytest.raises(GangApiError) as bounded:
-                proxied_hook.get_queue("default")
+        proxy.faults.append(Fault("GET", QUEUE_PATH, status=503, times=FAST.attempts))
+        with proxied_hook.riding_out(None), pytest.raises(GangApiError) as bounded:
+            proxied_hook.get_queue("default")
         assert bounded.value.status == 503
         proxy.faults.append(Fault("GET", QUEUE_PATH, status=503, times=FAST.attempts))
         in_thread: list[BaseException] = []
@@ -706,15 +706,15 @@ def test_riding_out_raises_a_refusal_at_once_and_gives_up_after_the_outage_timeo
     proxied_hook: GangJobHook, proxy: FaultProxy
 ) -> None:
     proxy.faults.append(Fault("GET", QUEUE_PATH, status=403, body=rbac_forbidden("get", "queues", NS)))
-    with proxied_hook.riding_out(Outage("queue default", timeout=600), sleep=lambda _seconds: None):
-        with pytest.raises(GangPermissionError):
-            proxied_hook.get_queue("default")
+    riding = proxied_hook.riding_out(Outage("queue default", timeout=600), sleep=lambda _seconds: None)
+    with riding, pytest.raises(GangPermissionError):
+        proxied_hook.get_queue("default")
     assert proxy.seen.count(("GET", QUEUE_PATH)) == 1
 
     proxy.faults.append(Fault("GET", QUEUE_PATH, status=503, times=10_000))
-    with proxied_hook.riding_out(Outage("queue default", timeout=0.3), name="j", namespace=NS):
-        with pytest.raises(GangApiUnavailable) as unavailable:
-            proxied_hook.get_queue("default")
+    riding = proxied_hook.riding_out(Outage("queue default", timeout=0.3), name="j", namespace=NS)
+    with riding, pytest.raises(GangApiUnavailable) as unavailable:
+        proxied_hook.get_queue("default")
     assert (unavailable.value.name, unavailable.value.namespace) == ("j", NS)
     assert "more than api_unavailable_timeout=0s" in str(unavailable.value)
 

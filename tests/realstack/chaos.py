@@ -39,9 +39,9 @@ from airflow_gang.naming import (
     TRY_NUMBER_LABEL,
     safe_label_value,
 )
-from airflow_gang.sim.cluster import SimCluster
-from airflow_gang.stack import AirflowStack
-from airflow_gang.stack.errors import StackError
+from gang_sim.cluster import SimCluster
+from gang_stack import AirflowStack
+from gang_stack.errors import StackError
 
 JsonDict = dict[str, Any]
 Outcome = Literal["success", "replica_failure", "admission_timeout_retry", "kill", "clear", "victim"]

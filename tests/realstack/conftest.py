@@ -1,5 +1,5 @@
 """A real Airflow deployment for end-to-end tests: scheduler (LocalExecutor), dag-processor,
-triggerer and api-server from this installation (`airflow_gang.stack.AirflowStack`), against an
+triggerer and api-server from this installation (`gang_stack.AirflowStack`), against an
 embedded 2 x 2-GPU cluster, with DAG runs triggered over the REST API.
 
 ``dag.test()`` runs mapped tasks one after another and triggers inline; here deferral, the
@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 from kubernetes import client as k8s
 
-from airflow_gang.sim.cluster import SimCluster
-from airflow_gang.stack import AirflowStack
-from airflow_gang.stack.settings import kubernetes_connection
+from gang_sim.cluster import SimCluster
+from gang_stack import AirflowStack
+from gang_stack.settings import kubernetes_connection
 from tests.e2e.conftest import leftovers
 from tests.e2e.test_scenarios import PODGROUPS, PYTORCHJOBS
 from tests.realstack.chaos import CHAOS_DAG_FILES

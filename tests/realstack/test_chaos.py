@@ -15,8 +15,8 @@ import os
 
 import pytest
 
-from airflow_gang.sim.cluster import SimCluster
-from airflow_gang.stack import AirflowStack
+from gang_sim.cluster import SimCluster
+from gang_stack import AirflowStack
 from tests.realstack.chaos import run_chaos
 from tests.realstack.conftest import component_logs
 

@@ -29,9 +29,9 @@ import yaml
 from cryptography.fernet import Fernet
 
 from airflow_gang.reaper import STATE_STORE_JOB_KEY
-from airflow_gang.sim.cluster import SimCluster
-from airflow_gang.stack import AirflowStack
-from airflow_gang.stack.settings import load_secrets
+from gang_sim.cluster import SimCluster
+from gang_stack import AirflowStack
+from gang_stack.settings import load_secrets
 from tests.realstack.conftest import component_logs
 from tests.realstack.dags import INLINE_KUBECONFIG_CONN_ID
 from tests.waiting import eventually

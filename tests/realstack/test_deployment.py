@@ -28,9 +28,9 @@ import pytest
 from kubernetes import client as k8s
 
 from airflow_gang.hooks.client_pool import USER_AGENT
-from airflow_gang.sim.cluster import SimCluster
-from airflow_gang.stack import AirflowStack
 from airflow_gang.timeline import parse_time
+from gang_sim.cluster import SimCluster
+from gang_stack import AirflowStack
 from tests.e2e.conftest import leftovers
 from tests.e2e.test_scenarios import delete_job, jobs_of
 from tests.realstack.conftest import EMPTY, REAPER_INTERVAL, component_logs

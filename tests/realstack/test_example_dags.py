@@ -13,7 +13,7 @@ from typing import Any
 
 from kubernetes import client as k8s
 
-from airflow_gang.stack import AirflowStack
+from gang_stack import AirflowStack
 from tests.realstack.conftest import component_logs
 
 

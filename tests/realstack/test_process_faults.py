@@ -34,8 +34,8 @@ from kubernetes import watch as k8s_watch
 
 from airflow_gang.gang_state import last_true_condition
 from airflow_gang.naming import DAG_ID_LABEL, TASK_ID_LABEL, TRY_NUMBER_LABEL, safe_label_value
-from airflow_gang.stack import AirflowStack
 from airflow_gang.timeline import parse_time
+from gang_stack import AirflowStack
 from tests.e2e.test_scenarios import jobs_of
 from tests.realstack.conftest import component_logs
 from tests.realstack.dags import SMALL_QUOTA_QUEUE

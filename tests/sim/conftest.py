@@ -10,7 +10,7 @@ import pytest
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
-from airflow_gang.sim.apiserver.server import ApiServerHandle
+from gang_sim.apiserver.server import ApiServerHandle
 
 
 @pytest.fixture(scope="module")

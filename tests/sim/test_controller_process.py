@@ -18,8 +18,8 @@ import pytest
 from kubernetes import client as k8s
 from kubernetes.config import new_client_from_config
 
-from airflow_gang.sim.cluster import SimCluster, Topology
-from airflow_gang.sim.controller_process import ControllerProcess, ControllerProcesses
+from gang_sim.cluster import SimCluster, Topology
+from gang_sim.controller_process import ControllerProcess, ControllerProcesses
 from tests.sim.cli_processes import CliProcesses
 from tests.waiting import eventually
 
@@ -54,7 +54,7 @@ def test_the_controllers_stop_when_the_process_that_started_them_is_killed(tmp_p
         textwrap.dedent(
             """
             import sys, time
-            from airflow_gang.sim.cluster import SimCluster
+            from gang_sim.cluster import SimCluster
 
             cluster = SimCluster(nodes=1, gpus_per_node=1, isolate_controllers=True).start()
             print(*cluster.controllers.pids, flush=True)
@@ -93,7 +93,7 @@ def test_the_sim_command_isolates_its_controllers_on_request(tmp_path: Path) -> 
         )
         eventually(lambda: "Ctrl-C stops it" in log.read_text(), timeout=60, message="sim ready")
         children = psutil.Process(sim.pid).children()
-        assert [c.cmdline()[-1] for c in children] == ["airflow_gang.sim.controller_process"] * 2
+        assert [c.cmdline()[-1] for c in children] == ["gang_sim.controller_process"] * 2
         with new_client_from_config(config_file=str(kubeconfig)) as api:
             assert [n.metadata.name for n in k8s.CoreV1Api(api).list_node().items] == ["sim-node-1"]
         assert processes.stop(sim) == 0, log.read_text()

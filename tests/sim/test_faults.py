@@ -32,11 +32,11 @@ from kubernetes import config as k8s_config
 from kubernetes import watch as k8s_watch
 
 from airflow_gang.cli import build_parser
-from airflow_gang.sim.apiserver.server import ApiServerHandle, start_apiserver
-from airflow_gang.sim.cluster import SimCluster
-from airflow_gang.sim.conventions import CONTROLLERS_USER_AGENT
-from airflow_gang.sim.faults import FAULT_KINDS, FaultSpec, FaultSpecError, load_fault_spec
 from airflow_gang.spec import GangJobSpec
+from gang_sim.apiserver.server import ApiServerHandle, start_apiserver
+from gang_sim.cluster import SimCluster
+from gang_sim.conventions import CONTROLLERS_USER_AGENT
+from gang_sim.faults import FAULT_KINDS, FaultSpec, FaultSpecError, load_fault_spec
 from tests.sim.apiserver.helpers import call, pod_manifest, pytorchjob_manifest, status_of
 from tests.sim.seed import job_state
 from tests.waiting import eventually
@@ -563,7 +563,7 @@ def test_a_bad_faults_flag_stops_the_command_naming_the_field(tmp_path: Path) ->
         [
             sys.executable,
             "-m",
-            "airflow_gang.sim.cli",
+            "gang_sim.cli",
             "apiserver",
             "--faults",
             '{"errors": [{"status": 404}]}',
@@ -586,7 +586,7 @@ def test_sim_with_faults_serves_a_cluster_that_injects_them(
         [
             sys.executable,
             "-m",
-            "airflow_gang.sim.cli",
+            "gang_sim.cli",
             "--nodes",
             "1",
             "--gpus-per-node",

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s
 
-from airflow_gang.sim.cluster import SimCluster
+from gang_sim.cluster import SimCluster
 from tests.sim.seed import DURATION, JOBS, job_state, jobs_holding_gpus, run_to_completion, seed_spec, submit
 from tests.waiting import eventually
 

@@ -25,8 +25,8 @@ import pytest
 from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
 
-from airflow_gang.sim.cluster import SimCluster
 from airflow_gang.spec import GangJobSpec
+from gang_sim.cluster import SimCluster
 from tests.sim.seed import job_state
 from tests.waiting import eventually
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from airflow_gang.stack import AirflowStack
+from gang_stack import AirflowStack
 
 DAGS = Path(__file__).parent / "dags"
 

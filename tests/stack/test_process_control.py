@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from airflow_gang.stack import AirflowStack, StackError
-from airflow_gang.stack.processes import Component, _read_stat, is_alive, kill_component, start_component
-from airflow_gang.stack.stack import _all_healthy
+from gang_stack import AirflowStack, StackError
+from gang_stack.processes import Component, _read_stat, is_alive, kill_component, start_component
+from gang_stack.stack import _all_healthy
 from tests.waiting import eventually
 
 # The main process starts a helper in its own session and group, and a descendant in a new

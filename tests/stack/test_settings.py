@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from airflow_gang.stack.settings import STACK_ID_VARIABLE, StackSettings, kubernetes_connection, load_secrets
+from gang_stack.settings import STACK_ID_VARIABLE, StackSettings, kubernetes_connection, load_secrets
 
 
 def settings(tmp_path: Path, **overrides: object) -> StackSettings:

@@ -12,7 +12,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from airflow_gang.stack import AirflowClient, AirflowStack, StackError
+from gang_stack import AirflowClient, AirflowStack, StackError
 from tests.stack.conftest import process_tree, still_running
 
 COMPONENTS = {"api-server", "scheduler", "dag-processor", "triggerer"}

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from airflow_gang.stack import AirflowStack, StackError
+from gang_stack import AirflowStack, StackError
 
 
 def test_a_port_in_use_is_refused_before_anything_starts(tmp_path: Path) -> None:

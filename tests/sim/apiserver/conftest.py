@@ -8,7 +8,7 @@ import kubernetes_asyncio.client as aclient
 import kubernetes_asyncio.config as aconfig
 import pytest
 
-from airflow_gang.sim.apiserver.server import ApiServerHandle, start_apiserver
+from gang_sim.apiserver.server import ApiServerHandle, start_apiserver
 
 # Short enough that bookmark tests run quickly; idle watches in other tests do not ask for them.
 BOOKMARK_INTERVAL = 0.5

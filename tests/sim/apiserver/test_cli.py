@@ -12,7 +12,7 @@ import pytest
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
-from airflow_gang.sim import cli, cli_cluster
+from gang_sim import cli, cli_cluster
 from tests.waiting import eventually
 
 
@@ -55,7 +55,7 @@ def test_foreground_server_serves_and_stops_cleanly(tmp_path: Path, stop_signal:
         [
             sys.executable,
             "-m",
-            "airflow_gang.sim.cli",
+            "gang_sim.cli",
             "apiserver",
             "--port",
             "0",

@@ -12,7 +12,7 @@ import pytest
 from kubernetes import client as k8s
 from kubernetes.dynamic import DynamicClient
 
-from airflow_gang.sim.apiserver.server import ApiServerHandle
+from gang_sim.apiserver.server import ApiServerHandle
 from tests.sim.apiserver.helpers import call, status_of
 
 

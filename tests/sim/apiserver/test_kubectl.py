@@ -12,7 +12,7 @@ import pytest
 import yaml
 from kubernetes import client as k8s
 
-from airflow_gang.sim.apiserver.server import ApiServerHandle
+from gang_sim.apiserver.server import ApiServerHandle
 from tests.sim.apiserver.helpers import pod_manifest, pytorchjob_manifest
 from tests.sim.kubectl_binaries import find_kubectls
 

@@ -16,8 +16,8 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes import watch as k8s_watch
 
-from airflow_gang.sim.apiserver.metrics import RequestKey, RequestMetrics, request_key
-from airflow_gang.sim.apiserver.server import ApiServerHandle
+from gang_sim.apiserver.metrics import RequestKey, RequestMetrics, request_key
+from gang_sim.apiserver.server import ApiServerHandle
 from tests.sim.apiserver.helpers import pod_manifest, pytorchjob_manifest
 from tests.waiting import eventually
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 from kubernetes import client as k8s
 
-from airflow_gang.sim.apiserver import routes
-from airflow_gang.sim.apiserver.resource_dispatch import resource_url
-from airflow_gang.sim.apiserver.routes import Target
-from airflow_gang.sim.apiserver.state import ServerState
+from gang_sim.apiserver import routes
+from gang_sim.apiserver.resource_dispatch import resource_url
+from gang_sim.apiserver.routes import Target
+from gang_sim.apiserver.state import ServerState
 from tests.sim.apiserver.helpers import call, pod_manifest, status_of
 
 

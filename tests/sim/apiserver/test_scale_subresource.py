@@ -9,8 +9,8 @@ import pytest
 import yaml
 from kubernetes import client as k8s
 
-from airflow_gang.sim.apiserver.crd_loader import crd_resources
-from airflow_gang.sim.apiserver.resources import PYTORCHJOBS, builtin_registry
+from gang_sim.apiserver.crd_loader import crd_resources
+from gang_sim.apiserver.resources import PYTORCHJOBS, builtin_registry
 from tests.sim.apiserver.helpers import call, pod_manifest, podgroup_manifest, pytorchjob_manifest, status_of
 
 GROUP = ("kubeflow.org", "v1")

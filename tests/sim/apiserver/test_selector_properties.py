@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from airflow_gang.sim.apiserver.selectors import (
+from gang_sim.apiserver.selectors import (
     FieldSelector,
     LabelSelector,
     Requirement,

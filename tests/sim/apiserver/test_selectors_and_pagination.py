@@ -8,7 +8,7 @@ import json
 import pytest
 from kubernetes import client as k8s
 
-from airflow_gang.sim.apiserver.server import ApiServerHandle
+from gang_sim.apiserver.server import ApiServerHandle
 from tests.sim.apiserver.helpers import pod_manifest, status_of
 
 

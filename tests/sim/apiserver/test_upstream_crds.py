@@ -10,7 +10,7 @@ import pytest
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
-from airflow_gang.sim.apiserver.server import ApiServerHandle, start_apiserver
+from gang_sim.apiserver.server import ApiServerHandle, start_apiserver
 from tests.sim.apiserver.helpers import podgroup_manifest, pytorchjob_manifest, status_of
 
 GROUP, VERSION, PLURAL = "kubeflow.org", "v1", "pytorchjobs"

@@ -14,9 +14,9 @@ from kubernetes import config as k8s_config
 from kubernetes import watch as sync_watch
 from kubernetes_asyncio import watch
 
-from airflow_gang.sim.apiserver.server import ApiServerHandle
-from airflow_gang.sim.apiserver.store import Store
-from airflow_gang.sim.apiserver.watching import Event
+from gang_sim.apiserver.server import ApiServerHandle
+from gang_sim.apiserver.store import Store
+from gang_sim.apiserver.watching import Event
 from tests.sim.apiserver.helpers import pod_manifest, pytorchjob_manifest
 
 GROUP, VERSION, PLURAL = "kubeflow.org", "v1", "pytorchjobs"

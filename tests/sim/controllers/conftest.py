@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from airflow_gang.sim.apiserver.server import ApiServerHandle, start_apiserver
+from gang_sim.apiserver.server import ApiServerHandle, start_apiserver
 
 
 @pytest.fixture(scope="session")

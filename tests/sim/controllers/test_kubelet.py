@@ -18,9 +18,9 @@ from typing import Any, cast
 import pytest
 from kubernetes import client as k8s
 
-from airflow_gang.sim.apiserver.server import ApiServerHandle
-from airflow_gang.sim.controllers.kubelet import Kubelet
-from airflow_gang.sim.controllers.manager import ControllerManager
+from gang_sim.apiserver.server import ApiServerHandle
+from gang_sim.controllers.kubelet import Kubelet
+from gang_sim.controllers.manager import ControllerManager
 from tests.waiting import eventually
 
 Json = dict[str, Any]

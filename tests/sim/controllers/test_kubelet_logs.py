@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from airflow_gang.sim.controllers.kubelet_logs import (
+from gang_sim.controllers.kubelet_logs import (
     ContainerLog,
     LogQuery,
     LogUnavailable,

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from airflow_gang.sim.controllers import rendezvous
-from airflow_gang.sim.controllers.kubelet_pod import earlier_starts, started_event_name
-from airflow_gang.sim.controllers.process_runtime import (
+from gang_sim.controllers import rendezvous
+from gang_sim.controllers.kubelet_pod import earlier_starts, started_event_name
+from gang_sim.controllers.process_runtime import (
     PORT_HIGH,
     PORT_LOW,
     container_argv,
@@ -18,7 +18,7 @@ from airflow_gang.sim.controllers.process_runtime import (
     job_uid,
     master_port,
 )
-from airflow_gang.sim.controllers.script_runtime import ScriptError, merged_annotations, plan_script
+from gang_sim.controllers.script_runtime import ScriptError, merged_annotations, plan_script
 
 Json = dict[str, Any]
 P = "sim.airflow-gang.io/"

@@ -15,9 +15,9 @@ import pytest
 from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
 
-from airflow_gang.sim.apiserver.server import ApiServerHandle
-from airflow_gang.sim.controllers.manager import ControllerManager
-from airflow_gang.sim.controllers.training_operator import TrainingOperator
+from gang_sim.apiserver.server import ApiServerHandle
+from gang_sim.controllers.manager import ControllerManager
+from gang_sim.controllers.training_operator import TrainingOperator
 from tests.waiting import eventually
 
 JsonDict = dict[str, Any]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow_gang.sim.controllers.volcano_session import SessionMemo, Snapshot, run_session
+from gang_sim.controllers.volcano_session import SessionMemo, Snapshot, run_session
 
 JsonDict = dict[str, Any]
 

@@ -1,0 +1,238 @@
+"""The served kinds, one row each. Adding a kind is adding a row here.
+
+Built-in kinds carry the hooks of their upstream strategies and admission plugins; custom
+resources carry their schema (``schemas.py``) and their webhooks (``webhooks.py``). Scope,
+subresources and short names match the real API so discovery looks like a real cluster's.
+"""
+
+from __future__ import annotations
+
+from gang_sim.apiserver import core_kinds, printing, schemas, webhooks
+from gang_sim.apiserver.registry import PrinterColumn, Registry, ResourceInfo, ScalePaths
+
+_POD_FIELDS = (
+    "spec.nodeName",
+    "spec.restartPolicy",
+    "spec.schedulerName",
+    "spec.serviceAccountName",
+    "spec.hostNetwork",
+    "status.phase",
+    "status.podIP",
+    "status.nominatedNodeName",
+)
+_EVENT_FIELDS = (
+    "involvedObject.kind",
+    "involvedObject.namespace",
+    "involvedObject.name",
+    "involvedObject.uid",
+    "involvedObject.apiVersion",
+    "involvedObject.resourceVersion",
+    "involvedObject.fieldPath",
+    "reason",
+    "reportingComponent",
+    "source",
+    "type",
+)
+
+NAMESPACES = ResourceInfo(
+    group="",
+    version="v1",
+    kind="Namespace",
+    plural="namespaces",
+    namespaced=False,
+    subresources=frozenset({"status"}),
+    short_names=("ns",),
+    name_rule="label",
+    generation=False,
+    field_selectors=("status.phase",),
+    printer_columns=(PrinterColumn("Status", json_path=".status.phase"), printing.AGE),
+    mutators=(core_kinds.default_namespace,),
+)
+NODES = ResourceInfo(
+    group="",
+    version="v1",
+    kind="Node",
+    plural="nodes",
+    namespaced=False,
+    subresources=frozenset({"status"}),
+    short_names=("no",),
+    generation=False,
+    field_selectors=("spec.unschedulable",),
+    printer_columns=(
+        PrinterColumn("Status", cell=printing.node_status),
+        PrinterColumn("Roles", cell=printing.node_roles),
+        printing.AGE,
+        PrinterColumn("Version", json_path=".status.nodeInfo.kubeletVersion"),
+    ),
+)
+PODS = ResourceInfo(
+    group="",
+    version="v1",
+    kind="Pod",
+    plural="pods",
+    namespaced=True,
+    subresources=frozenset({"status", "binding", "log"}),
+    short_names=("po",),
+    categories=("all",),
+    field_selectors=_POD_FIELDS,
+    graceful_delete=True,
+    printer_columns=(
+        PrinterColumn("Ready", cell=printing.pod_ready),
+        PrinterColumn("Status", cell=printing.pod_status),
+        PrinterColumn("Restarts", "integer", cell=printing.pod_restarts),
+        printing.AGE,
+        PrinterColumn("IP", json_path=".status.podIP", priority=1),
+        PrinterColumn("Node", json_path=".spec.nodeName", priority=1),
+    ),
+    mutators=(core_kinds.default_pod, core_kinds.admit_pod_priority),
+    validators=(core_kinds.validate_pod,),
+)
+SERVICES = ResourceInfo(
+    group="",
+    version="v1",
+    kind="Service",
+    plural="services",
+    namespaced=True,
+    subresources=frozenset({"status"}),
+    short_names=("svc",),
+    categories=("all",),
+    name_rule="dns1035",
+    generation=False,
+    printer_columns=(
+        PrinterColumn("Type", json_path=".spec.type"),
+        PrinterColumn("Cluster-IP", json_path=".spec.clusterIP"),
+        PrinterColumn("Port(s)", cell=printing.service_ports),
+        printing.AGE,
+    ),
+    mutators=(core_kinds.default_service,),
+    validators=(core_kinds.validate_service,),
+)
+EVENTS = ResourceInfo(
+    group="",
+    version="v1",
+    kind="Event",
+    plural="events",
+    namespaced=True,
+    short_names=("ev",),
+    name_rule="path",
+    generation=False,
+    field_selectors=_EVENT_FIELDS,
+    printer_columns=(
+        PrinterColumn("Type", json_path=".type"),
+        PrinterColumn("Reason", json_path=".reason"),
+        PrinterColumn("Object", cell=printing.event_object),
+        PrinterColumn("Message", json_path=".message"),
+    ),
+)
+# Node heartbeats: each kubelet renews its Lease in ``kube-node-lease``.
+LEASES = ResourceInfo(
+    group="coordination.k8s.io",
+    version="v1",
+    kind="Lease",
+    plural="leases",
+    namespaced=True,
+    generation=False,
+    printer_columns=(PrinterColumn("Holder", json_path=".spec.holderIdentity"), printing.AGE),
+)
+PRIORITY_CLASSES = ResourceInfo(
+    group="scheduling.k8s.io",
+    version="v1",
+    kind="PriorityClass",
+    plural="priorityclasses",
+    namespaced=False,
+    short_names=("pc",),
+    generation=False,
+    printer_columns=(
+        PrinterColumn("Value", "integer", json_path=".value"),
+        PrinterColumn("Global-Default", "boolean", json_path=".globalDefault"),
+        printing.AGE,
+        PrinterColumn("PreemptionPolicy", json_path=".preemptionPolicy"),
+    ),
+    mutators=(core_kinds.default_priority_class,),
+    validators=(core_kinds.validate_priority_class,),
+    admission=(core_kinds.admit_priority_class,),
+)
+PYTORCHJOBS = ResourceInfo(
+    group="kubeflow.org",
+    version="v1",
+    kind="PyTorchJob",
+    plural="pytorchjobs",
+    namespaced=True,
+    subresources=frozenset({"status", "scale"}),
+    schema=schemas.PYTORCHJOB_SCHEMA,
+    # As the upstream CRD declares it: the scale of a PyTorchJob is its Worker count.
+    scale=ScalePaths(
+        spec_replicas=".spec.pytorchReplicaSpecs.Worker.replicas",
+        status_replicas=".status.replicaStatuses.Worker.active",
+        label_selector=".status.replicaStatuses.Worker.selector",
+    ),
+    printer_columns=(
+        PrinterColumn("State", json_path=".status.conditions[-1:].type"),
+        PrinterColumn("Age", "date", json_path=".metadata.creationTimestamp"),
+    ),
+    mutators=(webhooks.default_pytorchjob,),
+    admission=(webhooks.admit_pytorchjob,),
+)
+PODGROUPS = ResourceInfo(
+    group="scheduling.volcano.sh",
+    version="v1beta1",
+    kind="PodGroup",
+    plural="podgroups",
+    namespaced=True,
+    schema=schemas.PODGROUP_SCHEMA,
+    short_names=("pg", "podgroup-v1beta1"),
+    printer_columns=(
+        PrinterColumn("STATUS", json_path=".status.phase"),
+        PrinterColumn("minMember", "integer", json_path=".spec.minMember"),
+        PrinterColumn("RUNNINGS", "integer", json_path=".status.running"),
+        PrinterColumn("AGE", "date", json_path=".metadata.creationTimestamp"),
+        PrinterColumn("QUEUE", json_path=".spec.queue", priority=1),
+    ),
+    mutators=(webhooks.default_podgroup_queue,),
+    admission=(webhooks.admit_podgroup,),
+)
+QUEUES = ResourceInfo(
+    group="scheduling.volcano.sh",
+    version="v1beta1",
+    kind="Queue",
+    plural="queues",
+    namespaced=False,
+    subresources=frozenset({"status"}),
+    schema=schemas.QUEUE_SCHEMA,
+    short_names=("q", "queue-v1beta1"),
+    printer_columns=(PrinterColumn("PARENT", json_path=".spec.parent"),),
+)
+VOLCANO_JOBS = ResourceInfo(
+    group="batch.volcano.sh",
+    version="v1alpha1",
+    kind="Job",
+    plural="jobs",
+    namespaced=True,
+    subresources=frozenset({"status"}),
+    schema=schemas.VOLCANO_JOB_SCHEMA,
+    short_names=("vcjob", "vj"),
+    printer_columns=(
+        PrinterColumn("STATUS", json_path=".status.state.phase"),
+        PrinterColumn("minAvailable", "integer", json_path=".status.minAvailable"),
+        PrinterColumn("RUNNINGS", "integer", json_path=".status.running"),
+        PrinterColumn("AGE", "date", json_path=".metadata.creationTimestamp"),
+    ),
+)
+
+BUILTIN_RESOURCES: tuple[ResourceInfo, ...] = (
+    NAMESPACES,
+    NODES,
+    PODS,
+    SERVICES,
+    EVENTS,
+    LEASES,
+    PRIORITY_CLASSES,
+    PYTORCHJOBS,
+    PODGROUPS,
+    QUEUES,
+    VOLCANO_JOBS,
+)
+
+
+def builtin_registry() -> Registry:
+    return Registry(BUILTIN_RESOURCES)

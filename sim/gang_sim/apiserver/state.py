@@ -1,0 +1,69 @@
+"""What one running API server holds: configuration, registry, store, verbs, log streams and faults."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from gang_sim.apiserver.core_kinds import SYSTEM_PRIORITY_CLASSES
+from gang_sim.apiserver.faults_injector import FaultInjector
+from gang_sim.apiserver.kubelet_proxy import LogStreams
+from gang_sim.apiserver.operations import Api
+from gang_sim.apiserver.registry import Registry
+from gang_sim.apiserver.resources import builtin_registry
+from gang_sim.apiserver.store import Store
+
+INITIAL_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+
+
+@dataclass
+class ServerConfig:
+    """Tunables. ``token=None`` disables authentication.
+
+    :param event_window: events kept for watches and consistent pagination; older
+        resourceVersions get 410 Expired (small values let tests force compaction).
+    :param bookmark_interval: seconds between BOOKMARK events on idle watches that asked.
+    :param watch_timeout: (min, max) seconds for watches without ``timeoutSeconds``; like
+        kube-apiserver's ``--min-request-timeout`` a random value in between is used.
+    :param sim_endpoints: serve the simulator-only ``/sim/v1/...`` endpoints (metrics, faults);
+        False answers them as kube-apiserver answers any unknown path (404, plain text).
+    """
+
+    token: str | None = None
+    event_window: int = 10_000
+    watch_queue_size: int = 10_000
+    bookmark_interval: float = 60.0
+    watch_timeout: tuple[float, float] = (1800.0, 3600.0)
+    sim_endpoints: bool = True
+    server_address: str = "127.0.0.1:0"
+    extra_registry: Registry | None = field(default=None, repr=False)
+
+
+class ServerState:
+    def __init__(self, config: ServerConfig):
+        self.config = config
+        self.registry = config.extra_registry or builtin_registry()
+        self.store = Store(window=config.event_window, watch_queue_size=config.watch_queue_size)
+        self.api = Api(self.registry, self.store)
+        self.log_streams = LogStreams()
+        self.faults = FaultInjector(self)
+        self._seed()
+
+    def _seed(self) -> None:
+        """What a fresh kube-apiserver holds: the system namespaces and priority classes."""
+        namespaces = self.registry.by_key("/namespaces")
+        classes = self.registry.by_key("scheduling.k8s.io/priorityclasses")
+        if namespaces is not None:
+            for name in INITIAL_NAMESPACES:
+                self.api.create(namespaces, "", {"metadata": {"name": name}})
+        if classes is not None:
+            for name, value in SYSTEM_PRIORITY_CLASSES.items():
+                self.api.create(
+                    classes,
+                    "",
+                    {
+                        "metadata": {"name": name},
+                        "value": value,
+                        "description": "Used for system critical pods that must not be moved from their "
+                        "current node.",
+                    },
+                )

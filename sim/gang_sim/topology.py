@@ -1,0 +1,105 @@
+"""What a simulated cluster looks like (`Topology`) and the controllers that make it work.
+
+Shared by `SimCluster`, by ``airflow-gang sim controllers`` (attach mode) and by the child
+process that hosts the controllers of a large cluster (`gang_sim.controller_process`),
+which rebuilds them from a pickled `Topology`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from gang_sim.controllers.kube_scheduler import KubeScheduler
+from gang_sim.controllers.kubelet import Kubelet
+from gang_sim.controllers.manager import ControllerFactory
+from gang_sim.controllers.training_operator import TrainingOperator
+from gang_sim.controllers.volcano import Volcano
+
+Runtime = Literal["script", "process"]
+CONTROLLER_NAMES = ("volcano", "kube-scheduler", "training-operator", "kubelet")
+
+
+@dataclass(frozen=True)
+class Topology:
+    """What the simulated cluster looks like and how its controllers behave."""
+
+    nodes: int = 2
+    gpus_per_node: int = 2
+    cpus_per_node: int | str = 16
+    memory_per_node: str = "64Gi"
+    queues: Mapping[str, Mapping[str, Any] | None] = field(default_factory=dict)
+    overcommit_factor: float = 1.2
+    training_operator_gang: str | None = None
+    runtime: Runtime = "script"
+    schedule_period: float = 1.0
+    workdir: str | None = None
+    node_address: str = "127.0.0.1"
+
+    def node_names(self) -> list[str]:
+        return [f"sim-node-{index + 1}" for index in range(self.nodes)]
+
+    def node_capacity(self) -> dict[str, str]:
+        return {
+            "cpu": str(self.cpus_per_node),
+            "memory": self.memory_per_node,
+            "nvidia.com/gpu": str(self.gpus_per_node),
+            "pods": "110",
+        }
+
+
+def controller_factories(
+    topology: Topology, only: Iterable[str] = CONTROLLER_NAMES
+) -> list[ControllerFactory]:
+    """The controllers to run for ``topology``; ``only`` picks a subset (attach mode)."""
+    chosen = set(only)
+    unknown = chosen - set(CONTROLLER_NAMES)
+    if unknown:
+        raise ValueError(
+            f"unknown controller(s) {sorted(unknown)}; choose from {', '.join(CONTROLLER_NAMES)}"
+        )
+    # Fast simulated clusters reconcile more often; the scheduler keeps Volcano's own period.
+    reactive = min(0.5, max(0.05, topology.schedule_period / 2))
+    factories: list[ControllerFactory] = []
+    if "volcano" in chosen:
+        factories.append(
+            lambda client, cache: Volcano(
+                client,
+                cache,
+                schedule_period=topology.schedule_period,
+                overcommit_factor=topology.overcommit_factor,
+                queues={name: dict(cap) if cap else None for name, cap in topology.queues.items()},
+            )
+        )
+    if "kube-scheduler" in chosen:
+        factories.append(lambda client, cache: KubeScheduler(client, cache, period=reactive))
+    if "training-operator" in chosen:
+        factories.append(
+            lambda client, cache: TrainingOperator(
+                client, cache, gang_scheduler_name=topology.training_operator_gang, period=reactive
+            )
+        )
+    if "kubelet" in chosen:
+        for node_name in topology.node_names():
+            factories.append(_kubelet_factory(topology, node_name, reactive))
+    return factories
+
+
+def _kubelet_factory(topology: Topology, node_name: str, period: float) -> ControllerFactory:
+    return lambda client, cache: Kubelet(
+        client,
+        cache,
+        node_name=node_name,
+        capacity=topology.node_capacity(),
+        runtime=topology.runtime,
+        period=period,
+        workdir=topology.workdir,
+        address=topology.node_address,
+    )
+
+
+def controller_names(value: str | Sequence[str]) -> list[str]:
+    """Parse ``--only volcano,kube-scheduler`` (accepting ``_`` for ``-``)."""
+    names = value.split(",") if isinstance(value, str) else list(value)
+    return [name.strip().replace("_", "-") for name in names if name.strip()]
