@@ -25,16 +25,17 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from airflow_gang.job_kinds import PYTORCHJOB
 from airflow_gang.timeline import gang_admitted_at
 
 JsonDict = dict[str, Any]
-JOB_NAME_LABEL = "training.kubeflow.org/job-name"
+JOB_NAME_LABEL = PYTORCHJOB.pod_job_label
 NOT_GANG_SCHEDULED = (
     "not gang-scheduled: the training-operator created pods but no PodGroup, so it runs without "
     "--gang-scheduler-name=volcano; start it with that flag, or use gang_scheduling='provider'"
 )
-REPLICA_TYPE_LABEL = "training.kubeflow.org/replica-type"
-REPLICA_INDEX_LABEL = "training.kubeflow.org/replica-index"
+REPLICA_TYPE_LABEL = PYTORCHJOB.replica_type_label
+REPLICA_INDEX_LABEL = PYTORCHJOB.replica_index_label
 
 
 class GangPhase(StrEnum):
@@ -239,7 +240,7 @@ def _terminated(status: JsonDict) -> JsonDict | None:
     return None
 
 
-def failing_replica(pods: list[JsonDict], container: str = "pytorch") -> ReplicaFailure | None:
+def failing_replica(pods: list[JsonDict], container: str = PYTORCHJOB.container) -> ReplicaFailure | None:
     """The replica that failed first (by container finish time), with its exit code and reason."""
     candidates: list[tuple[str, ReplicaFailure]] = []
     for pod in pods:
@@ -270,7 +271,7 @@ def failing_replica(pods: list[JsonDict], container: str = "pytorch") -> Replica
 
 
 def master_pod_name(job_name: str) -> str:
-    return f"{job_name}-master-0"
+    return PYTORCHJOB.leader_pod(job_name)
 
 
 def owned_by(obj: JsonDict, uid: str | None) -> bool:

@@ -21,6 +21,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from airflow_gang.job_kinds import PYTORCHJOB
+
 JsonDict = dict[str, Any]
 
 QUEUED, RUNNING, SUCCEEDED, FAILED, TIMED_OUT = "queued", "running", "succeeded", "failed", "timed out"
@@ -102,8 +104,7 @@ class JobTimeline:
 
 
 def _replica_count(job: JsonDict) -> int:
-    specs = (job.get("spec") or {}).get("pytorchReplicaSpecs") or {}
-    return sum(int((spec or {}).get("replicas", 1)) for spec in specs.values())
+    return sum(PYTORCHJOB.replica_counts(job).values())
 
 
 def _bound_times(pods: Sequence[JsonDict]) -> list[dt.datetime]:

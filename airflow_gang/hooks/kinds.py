@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from airflow_gang.job_kinds import PYTORCHJOB
+
 WatchKind = Literal["pytorchjob", "podgroup", "pod"]
 DeletableKind = Literal["pytorchjob", "podgroup"]
 
@@ -33,7 +35,7 @@ class Kind:
         return f"{self.group}/{self.version}" if self.group else self.version
 
 
-PYTORCHJOBS = Kind("kubeflow.org", "v1", "pytorchjobs", "PyTorchJob")
+PYTORCHJOBS = Kind(PYTORCHJOB.group, PYTORCHJOB.version, PYTORCHJOB.plural, PYTORCHJOB.kind)
 PODGROUPS = Kind("scheduling.volcano.sh", "v1beta1", "podgroups", "PodGroup")
 QUEUES = Kind("scheduling.volcano.sh", "v1beta1", "queues", "Queue", namespaced=False)
 PODS = Kind("", "v1", "pods", "Pod")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from airflow_gang.job_kinds import PYTORCHJOB
 from airflow_gang.timeline import parse_time
 
 JsonDict = dict[str, Any]
@@ -25,10 +26,7 @@ def job_result(
     finished = parse_time(status.get("completionTime")) or parse_time(finished_at)
     if finished and admitted and finished < admitted:
         finished = admitted  # completionTime has 1 s resolution; never report a negative run
-    replicas = {
-        replica_type: int((spec or {}).get("replicas", 1))
-        for replica_type, spec in ((job.get("spec") or {}).get("pytorchReplicaSpecs") or {}).items()
-    }
+    replicas = PYTORCHJOB.replica_counts(job)
     policy = ((job.get("spec") or {}).get("runPolicy") or {}).get("schedulingPolicy") or {}
     return {
         "name": metadata.get("name"),

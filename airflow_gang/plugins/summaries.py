@@ -22,6 +22,7 @@ from airflow_gang.gang_state import (
     gang_status,
     last_true_condition,
 )
+from airflow_gang.job_kinds import PYTORCHJOB
 from airflow_gang.timeline import JobTimeline, job_timeline
 
 JsonDict = dict[str, Any]
@@ -55,8 +56,8 @@ def _seconds(start: dt.datetime | None, end: dt.datetime | None) -> float | None
 
 
 def _replica_templates(job: JsonDict) -> Iterable[JsonDict]:
-    for replica in (((job.get("spec") or {}).get("pytorchReplicaSpecs")) or {}).values():
-        yield ((replica or {}).get("template")) or {}
+    for replica in PYTORCHJOB.replica_specs(job).values():
+        yield replica.get("template") or {}
 
 
 def gang_mode(job: JsonDict, podgroup: JsonDict | None) -> str:
@@ -103,8 +104,7 @@ def pods_by_job(pods: Iterable[JsonDict]) -> dict[str, list[JsonDict]]:
 
 def replica_counts(job: JsonDict) -> dict[str, int]:
     """``{"Master": 1, "Worker": 3}``: desired replicas per type."""
-    specs = ((job.get("spec") or {}).get("pytorchReplicaSpecs")) or {}
-    return {str(kind): int((spec or {}).get("replicas", 1)) for kind, spec in specs.items()}
+    return PYTORCHJOB.replica_counts(job)
 
 
 def replica_rows(job: JsonDict) -> list[JsonDict]:

@@ -37,6 +37,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from airflow_gang.job_kinds import PYTORCHJOB
 from airflow_gang.naming import MANAGED_BY_LABEL, MANAGED_BY_VALUE
 from airflow_gang.outage import OutageLog
 from airflow_gang.triggers.list_watch import ListWatch, WatchTrouble
@@ -47,7 +48,7 @@ if TYPE_CHECKING:
 
 JsonDict = dict[str, Any]
 log = logging.getLogger(__name__)
-JOB_NAME_LABEL = "training.kubeflow.org/job-name"
+JOB_NAME_LABEL = PYTORCHJOB.pod_job_label
 WATCH_SECONDS = 300
 # How long a cache outlives its last trigger: a task resumed for a phase and deferred again, or
 # the next wave of a sweep, finds the watches open.
