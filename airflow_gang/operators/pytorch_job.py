@@ -49,6 +49,12 @@ if TYPE_CHECKING:
 
 JsonDict = dict[str, Any]
 DeleteOnFinish = Literal["always", "on_success", "never"]
+# KubernetesPodOperator's names for the same choice (its on_finish_action), for its users.
+ON_FINISH_ACTIONS: dict[str, DeleteOnFinish] = {
+    "delete_job": "always",
+    "delete_succeeded_job": "on_success",
+    "keep_job": "never",
+}
 __all__ = ["STATE_STORE_JOB_KEY", "STATE_STORE_PROGRESS_KEY", "PyTorchJobOperator"]
 
 
@@ -66,6 +72,8 @@ class PyTorchJobOperator(GangJobArguments):
     :param get_logs: put the master replica's log into the task log.
     :param log_tail_lines: how many log lines (and in failures, lines of the failing replica).
     :param delete_on_finish: ``always``, ``on_success`` (default) or ``never``.
+    :param on_finish_action: the same choice in `KubernetesPodOperator`'s words: ``delete_job``,
+        ``delete_succeeded_job`` or ``keep_job``; when given, it wins over ``delete_on_finish``.
     :param poll_interval: seconds between checks when no change is seen.
     :param deferrable: wait in the triggerer (default: ``[operators] default_deferrable``).
     :param api_unavailable_timeout: how long (timedelta or seconds) one outage of the Kubernetes
@@ -96,6 +104,7 @@ class PyTorchJobOperator(GangJobArguments):
         get_logs: bool = True,
         log_tail_lines: int = 100,
         delete_on_finish: DeleteOnFinish = "on_success",
+        on_finish_action: str | None = None,
         poll_interval: float = 10.0,
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         report_progress: bool = True,
@@ -109,7 +118,8 @@ class PyTorchJobOperator(GangJobArguments):
         self.wait_for_admission = wait_for_admission
         self.get_logs = get_logs
         self.log_tail_lines = log_tail_lines
-        self.delete_on_finish = delete_on_finish
+        self.on_finish_action = on_finish_action
+        self.delete_on_finish = ON_FINISH_ACTIONS.get(on_finish_action or "", delete_on_finish)
         self.poll_interval = poll_interval
         self.deferrable = deferrable
         self.report_progress = report_progress
@@ -128,6 +138,8 @@ class PyTorchJobOperator(GangJobArguments):
 
     def build_spec(self) -> GangJobSpec:
         """The validated job description; raises `GangSpecError` before any API call."""
+        if self.on_finish_action is not None:
+            raise_for_choice(self.on_finish_action, "on_finish_action", tuple(ON_FINISH_ACTIONS))
         raise_for_choice(self.delete_on_finish, "delete_on_finish", DELETE_ON_FINISH_CHOICES)
         unavailable_timeout_seconds(self.api_unavailable_timeout)  # GangSpecError naming the field
         return super().build_spec()
