@@ -1,4 +1,5 @@
-"""``on_finish_action``: KubernetesPodOperator's words for ``delete_on_finish``, checked before any API call."""
+"""``on_finish_action``: KubernetesPodOperator's words for ``delete_on_finish``, checked before
+any API call."""
 
 from __future__ import annotations
 
@@ -22,7 +23,9 @@ def test_on_finish_action_sets_delete_on_finish(action: str, delete_on_finish: s
 
 
 def test_without_on_finish_action_delete_on_finish_stands() -> None:
-    assert PyTorchJobOperator(task_id="t", image="train:1", delete_on_finish="never").delete_on_finish == "never"
+    operator = PyTorchJobOperator(task_id="t", image="train:1", delete_on_finish="never")
+
+    assert operator.delete_on_finish == "never"
 
 
 def test_an_unknown_on_finish_action_names_the_field_and_the_choices() -> None:
