@@ -221,7 +221,10 @@ def main() -> int:
     parser.add_argument("--objects", type=int, default=500, help="objects for create/get/list (default 500)")
     parser.add_argument("--watchers", type=int, default=500, help="concurrent watches (default 500)")
     parser.add_argument("--events", type=int, default=1000, help="events each watch receives (default 1000)")
+    parser.add_argument("--quick", action="store_true", help="50 objects, 20 watches of 100 events")
     args = parser.parse_args()
+    if args.quick:
+        args.objects, args.watchers, args.events = 50, 20, 100
     rows: list[tuple[str, int, float]] = []
     os.environ.setdefault("PYTHONWARNINGS", "ignore")
     with server_process() as kubeconfig:

@@ -154,7 +154,10 @@ def main() -> int:
     parser.add_argument("--hold", type=float, default=10.0, help="resume_hold_seconds of 'hold'")
     parser.add_argument("--configs", default="before,no-hold,hold")
     parser.add_argument("--before-ref", default="853fdf6")
+    parser.add_argument("--quick", action="store_true", help="one sweep of the 'hold' configuration")
     args = parser.parse_args()
+    if args.quick:
+        args.runs, args.configs = 1, "hold"
     dags = Path(tempfile.mkdtemp(prefix="bench-race-dags-"))
     (dags / f"{DAG_ID}.py").write_text(SWEEP)
     outcomes = []
