@@ -38,6 +38,7 @@ from tests.sim.apiserver.helpers import call
 from tests.waiting import eventually
 
 RACE_MESSAGE = "finished with state success, but the task instance's state attribute is"
+BLOCKED = re.compile(r"async thread was blocked for ([0-9.]+) seconds")
 SWEEP_TIMEOUT = 240.0
 NODES = ("sim-node-1", "sim-node-2")
 
@@ -129,7 +130,11 @@ def test_a_mapped_sweep_of_deferred_gangs_all_succeed_one_gang_at_a_time(
     assert "gang job default/" in log
     assert "queued" in log
     assert "succeeded" in log
-    assert "async thread was blocked" not in stack.component_log("triggerer")
+    # Six triggers never stall the triggerer's loop. Airflow warns from 0.2 s, a step this shared
+    # 2-core machine's scheduling alone can take; the stalls this catches (an ORM mapper set-up
+    # on the loop: 1.2 s; a module import: most of a second) are far longer.
+    stalls = [float(seconds) for seconds in BLOCKED.findall(stack.component_log("triggerer"))]
+    assert all(seconds < 0.5 for seconds in stalls), stalls
 
 
 def test_with_the_operators_gang_flag_the_default_mode_sweep_runs_one_gang_at_a_time(
