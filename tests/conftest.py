@@ -2,7 +2,8 @@
 
 Tiers are marked by folder (`TIERS`): ``fast`` (pure and provider-level tests: ``make test-fast``,
 for development), ``sim`` (the embedded cluster), ``e2e`` (DAGs under ``dag.test()``),
-``realstack`` (a real scheduler, triggerer and api-server). ``make test`` runs them all.
+``realstack`` (a real scheduler, triggerer and api-server), ``bench`` (every benchmark's quick
+mode, as a smoke test). ``make test`` runs them all but the ``slow`` tests.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ TIERS = {
     "plugins": "e2e",
     "e2e": "e2e",
     "realstack": "realstack",
+    "bench": "bench",
 }
 
 

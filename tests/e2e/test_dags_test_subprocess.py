@@ -146,6 +146,7 @@ with DAG("__DAG_ID__", schedule=None, start_date=dt.datetime(2026, 1, 1), catchu
 """
 
 
+@pytest.mark.slow  # every run takes `make demo`, which is an `airflow dags test` subprocess too
 def test_a_job_succeeds_through_an_airflow_dags_test_subprocess(
     write_dag: Callable[..., Any], dags_test: Callable[[str], DagsTest], api: k8s.ApiClient
 ) -> None:

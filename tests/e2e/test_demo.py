@@ -8,12 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.slow
+# Not `slow`: `make demo` is the README's first command, so every `make test` runs it.
 def test_demo_runs_six_gang_jobs_one_after_another_and_leaves_nothing_running(tmp_path: Path) -> None:
     env = {**os.environ, "GANG_DEMO_DIR": str(tmp_path)}
     result = subprocess.run(

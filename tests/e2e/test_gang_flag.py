@@ -21,7 +21,7 @@ from airflow_gang.spec import GangJobSpec
 from gang_sim.cluster import SimCluster
 from tests.e2e.conftest import task_states
 from tests.e2e.test_example_dags import run_report
-from tests.e2e.test_scenarios import MODES, PODGROUPS, PYTORCHJOBS, JobEvents, delete_job, run_seed_sweep
+from tests.e2e.test_scenarios import PODGROUPS, PYTORCHJOBS, JobEvents, delete_job, run_seed_sweep
 
 pytestmark = pytest.mark.usefixtures("kube_connection")
 
@@ -39,8 +39,18 @@ def cluster() -> Iterator[SimCluster]:
         yield running
 
 
-@MODES
-@pytest.mark.parametrize("gang", ["provider", "training-operator"])
+# Every run takes provider-deferrable and training-operator-sync; the other two pairings run with
+# `make test-slow`.
+@pytest.mark.parametrize(
+    ("gang", "deferrable"),
+    [
+        ("provider", True),
+        ("training-operator", False),
+        pytest.param("provider", False, marks=pytest.mark.slow),
+        pytest.param("training-operator", True, marks=pytest.mark.slow),
+    ],
+    ids=["provider-deferrable", "training-operator-sync", "provider-sync", "training-operator-deferrable"],
+)
 def test_six_mapped_jobs_on_a_pool_that_fits_one_all_succeed(
     write_dag: Callable[..., Any],
     api: k8s.ApiClient,

@@ -190,7 +190,11 @@ def test_an_outage_mid_wait_neither_fails_the_task_nor_deletes_the_job(
     assert "Kubernetes API reachable again" in log
 
 
-@MODES
+# The deferrable case waits 27 s like the sync one; it runs with `make test-slow` (the trigger's
+# own api_unavailable is tested in tests/e2e/test_trigger_watches.py in every run).
+@pytest.mark.parametrize(
+    "deferrable", [False, pytest.param(True, marks=pytest.mark.slow)], ids=["sync", "deferrable"]
+)
 def test_an_outage_past_api_unavailable_timeout_fails_the_try_and_the_retry_reattaches(
     write_dag: Callable[..., Any],
     cluster: SimCluster,

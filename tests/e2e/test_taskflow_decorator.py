@@ -119,6 +119,7 @@ def test_a_function_runs_ddp_on_master_and_worker_and_its_value_is_the_xcom(
 
 @needs_torch
 @pytest.mark.train
+@pytest.mark.slow  # three DDP trainings; every run trains one (tests/e2e/test_train_digits.py)
 @pytest.mark.timeout(180)
 def test_the_sweep_example_maps_three_deferred_ddp_trainings_and_picks_the_best(
     airflow_db: None, capfd: pytest.CaptureFixture[str]

@@ -154,8 +154,9 @@ def test_with_the_operators_gang_flag_the_default_mode_sweep_runs_one_gang_at_a_
 
 @pytest.mark.slow
 def test_consecutive_sweeps_all_succeed(stack: AirflowStack, api: k8s.ApiClient) -> None:
-    """The scheduler race is timing: run the sweep again and again. CI runs one more sweep (about
-    half a minute; the CI time budget); ``GANG_REALSTACK_SWEEPS=10`` is the release check."""
+    """The scheduler race is timing: run the sweep again and again. ``make test-slow`` runs one
+    more sweep (about half a minute, over CI's time budget); ``GANG_REALSTACK_SWEEPS=10`` is the
+    release check."""
     runs = int(os.environ.get("GANG_REALSTACK_SWEEPS", "1"))
     for _ in range(runs):
         _, values = run_gang_sweep(stack)

@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from kubernetes import client as k8s
 
 from gang_stack import AirflowStack
@@ -25,6 +26,9 @@ def xcom(stack: AirflowStack, dag_id: str, run_id: str, task_id: str, map_index:
     return stack.client.call("GET", path)["value"]
 
 
+# Every run takes the example DAGs under dag.test() (tests/e2e/test_example_dags.py) and
+# `make airflow`'s command (tests/stack/test_cli.py); this one runs with `make test-slow`.
+@pytest.mark.slow
 def test_the_example_dags_run_as_under_make_demo(
     stack: AirflowStack, api: k8s.ApiClient, tmp_path: Path
 ) -> None:

@@ -67,10 +67,13 @@ def test_without_gang_scheduling_the_pool_deadlocks(cluster: SimCluster, mode: s
     [
         (NO_FLAG, "provider"),
         (GANG_FLAG, "provider"),
-        (GANG_FLAG, "training-operator"),
+        # Each of these three has a twin in every `make test` run (tests/e2e/test_gang_flag.py
+        # runs both modes on the flag cluster; bench_scheduler's smoke runs the controllers
+        # isolated); they run with `make test-slow`.
+        pytest.param(GANG_FLAG, "training-operator", marks=pytest.mark.slow),
         # With the flag the operator makes every job a gang, whatever the job asks for.
-        (GANG_FLAG, "disabled"),
-        ({"isolate_controllers": True}, "provider"),
+        pytest.param(GANG_FLAG, "disabled", marks=pytest.mark.slow),
+        pytest.param({"isolate_controllers": True}, "provider", marks=pytest.mark.slow),
     ],
     indirect=["cluster"],
     ids=[

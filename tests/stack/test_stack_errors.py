@@ -27,6 +27,7 @@ def test_a_missing_dags_folder_is_refused(tmp_path: Path) -> None:
         AirflowStack(tmp_path / "nowhere", home=tmp_path / "home").start()
 
 
+@pytest.mark.slow  # waits out a whole stack start (29 s)
 def test_a_component_dying_at_startup_names_it_with_its_log(tmp_path: Path) -> None:
     stack = AirflowStack(
         tmp_path, extra_env={"AIRFLOW__CORE__EXECUTOR": "no_such_module.NoSuchExecutor"}, startup_timeout=120
