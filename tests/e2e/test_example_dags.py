@@ -27,6 +27,7 @@ def run_report(tmp_path: Path) -> tuple[list[dict[str, Any]], str]:
     return json.loads((folder / "timeline.json").read_text()), svg
 
 
+@pytest.mark.slow  # every run takes this DAG through `make demo` (tests/e2e/test_demo.py)
 def test_gang_vs_deadlock_with_gang_scheduling_runs_all_six_one_after_another(
     example_dag: Callable[[str], Any], tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:

@@ -141,6 +141,7 @@ def test_disabled_cannot_opt_out_of_the_operators_own_gang(
     assert podgroup["spec"] == {"minMember": 4, "queue": "default", "minResources": {"nvidia.com/gpu": "4"}}
 
 
+@pytest.mark.slow  # the flag's sweeps above run in every `make test`
 def test_the_gang_vs_deadlock_example_with_suspended_submissions_runs_all_six(
     example_dag: Callable[[str], Any], tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:

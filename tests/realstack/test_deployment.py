@@ -137,6 +137,9 @@ def test_a_mapped_sweep_of_deferred_gangs_all_succeed_one_gang_at_a_time(
     assert all(seconds < 0.5 for seconds in stalls), stalls
 
 
+# Every run takes the default-mode sweep on this stack and the flag cluster's sweeps under
+# dag.test() (tests/e2e/test_gang_flag.py); this one runs with `make test-slow`.
+@pytest.mark.slow
 def test_with_the_operators_gang_flag_the_default_mode_sweep_runs_one_gang_at_a_time(
     stack: AirflowStack, gang_flag_cluster: SimCluster
 ) -> None:

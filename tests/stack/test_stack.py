@@ -114,6 +114,7 @@ def ti_pid(api: AirflowClient, run_id: str) -> int:
     return int(api.task_instance("stack_sleep", run_id, "sleep_long")["pid"])
 
 
+@pytest.mark.slow  # a harness error path: waits out a DAG processor's parse of a broken file
 def test_waiting_for_a_broken_dag_names_its_import_error(stack: AirflowStack) -> None:
     source = (
         "from airflow.sdk import DAG\n\n"
