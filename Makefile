@@ -37,7 +37,7 @@ test-slow: $(INSTALLED)
 	$(BIN)/pytest -m slow
 
 # Pure and provider-level tests (the `fast` tier, about two minutes on 2 cores) while developing;
-# `make test` is the full suite CI runs.
+# `make test` is what CI runs.
 test-fast: $(INSTALLED)
 	$(BIN)/pytest -m fast
 
