@@ -28,7 +28,7 @@ lint: $(INSTALLED)
 	$(BIN)/mypy airflow_gang sim/gang_sim stack/gang_stack
 	$(BIN)/lint-imports
 
-# Everything CI runs: lint, then every test but the `slow` ones (about 27 min on 2 cores).
+# Everything CI runs: lint, then every test but the `slow` ones (28 min on 2 cores, fresh clone).
 test: lint
 	$(BIN)/pytest -m "not slow"
 
