@@ -11,9 +11,11 @@ export AIRFLOW_HOME ?= $(CURDIR)/.airflow
 
 .PHONY: install test test-fast test-slow lint demo demo-train airflow bench clean
 
+# setuptools >= 77 reads the PEP 639 license strings of our pyproject files; a venv's bundled one
+# (65 on Python 3.11) cannot, and the wheel test builds without isolation.
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet --upgrade pip "setuptools>=77"
 
 # The provider, and the repository's two other distributions: the embedded cluster (sim/) and
 # the real-Airflow harness (stack/). `pip install airflow-gang` brings neither.

@@ -10,6 +10,7 @@ name its kubeconfig advertises.
 from __future__ import annotations
 
 import fnmatch
+import importlib.metadata
 import os
 import shlex
 import shutil
@@ -330,7 +331,16 @@ def test_dockerignore_keeps_local_state_out_and_what_the_dockerfile_copies_in() 
 
 
 def _wheel(source: Path, wheel_dir: Path, pattern: str) -> tuple[set[str], str]:
-    """Build ``source`` as pip would; the wheel's file names and its entry_points.txt."""
+    """Build ``source`` as pip would; the wheel's file names and its entry_points.txt.
+
+    Without build isolation (no download), so with this venv's setuptools: `make install` gives
+    it one that reads PEP 639 license strings (>= 77).
+    """
+    setuptools_major = int(importlib.metadata.version("setuptools").split(".")[0])
+    assert setuptools_major >= 77, (
+        f"this venv's setuptools {importlib.metadata.version('setuptools')} cannot read the "
+        "pyproject's license string; `make install` (or pip install 'setuptools>=77') upgrades it"
+    )
     pip_wheel = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--quiet"]
     done = subprocess.run(
         [*pip_wheel, "--wheel-dir", str(wheel_dir), str(source)],
