@@ -16,6 +16,7 @@ from typing import Any
 
 from airflow_gang.exceptions import GangApiError
 from airflow_gang.hooks.gang import GangJobHook
+from airflow_gang.hooks.kinds import PODGROUPS, PYTORCHJOBS
 from airflow_gang.hooks.retrying import RetryPolicy
 from airflow_gang.naming import MANAGED_BY_LABEL, MANAGED_BY_VALUE, TRY_NUMBER_LABEL
 
@@ -54,8 +55,8 @@ def submit(
     created_podgroup: JsonDict | None = None
     if podgroup is not None:
         stored, created = _create_or_adopt(
-            "PodGroup",
-            "podgroups.scheduling.volcano.sh",
+            PODGROUPS.kind,
+            PODGROUPS.resource,
             create=hook.create_podgroup,
             get=hook.get_podgroup,
             body=podgroup,
@@ -65,8 +66,8 @@ def submit(
         created_podgroup = stored if created else None
     try:
         created_job, submitted = _create_or_adopt(
-            "PyTorchJob",
-            "pytorchjobs.kubeflow.org",
+            PYTORCHJOBS.kind,
+            PYTORCHJOBS.resource,
             create=hook.create_pytorchjob,
             get=hook.get_pytorchjob,
             body=job,
