@@ -10,7 +10,7 @@ operator logs the tail, turns the result into the task's value, and deletes the 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from airflow_gang.exceptions import PyTorchJobFailed
 from airflow_gang.gang_state import master_pod_name
@@ -20,7 +20,14 @@ from airflow_gang.jobs.result import job_result
 from airflow_gang.metrics import parse_metrics
 
 JsonDict = dict[str, Any]
+DeleteOnFinish = Literal["always", "on_success", "never"]
 DELETE_ON_FINISH_CHOICES = ("always", "on_success", "never")
+# KubernetesPodOperator's names for the same choice (its on_finish_action), for its users.
+ON_FINISH_ACTIONS: dict[str, DeleteOnFinish] = {
+    "delete_job": "always",
+    "delete_succeeded_job": "on_success",
+    "keep_job": "never",
+}
 
 
 @dataclass(frozen=True)
@@ -30,13 +37,16 @@ class Outcome:
     :param job: the job as read at its end (its status: conditions, completion time).
     :param result: the task's result dict when it succeeded, else None.
     :param error: the failure (which replica, exit code, log tail) when it failed, else None.
-    :param master_log: the master replica's last lines, when asked for (None: not read).
+    :param master_log: the master replica's last lines for the task log, when asked for (None:
+        not asked, its log was streamed already).
+    :param log_tail: the master replica's last lines, always read (the job's history keeps them).
     """
 
     job: JsonDict
     result: JsonDict | None
     error: PyTorchJobFailed | None
     master_log: str | None
+    log_tail: str = ""
 
     @property
     def succeeded(self) -> bool:
@@ -56,24 +66,21 @@ def read_outcome(
 ) -> Outcome:
     """Read the end of ``job``, which finished in ``state`` (``succeeded`` or ``failed``).
 
-    :param read_master_log: read the master's last ``log_tail_lines`` lines for the task log
-        (False when its log was streamed whole already).
+    :param read_master_log: give the master's last ``log_tail_lines`` lines for the task log
+        (False when its log was streamed whole already; they are read for the history anyway).
     :param collect_metrics: parse ``name=value`` pairs of the master's tail into the result.
     """
     metadata = job["metadata"]
     name, namespace = metadata["name"], metadata["namespace"]
     current = hook.get_pytorchjob(name, namespace) or job
-    master = master_pod_name(name)
-    shown = observation.log_tail(hook, master, namespace, log_tail_lines) if read_master_log else None
+    tail = observation.log_tail(hook, master_pod_name(name), namespace, log_tail_lines)
+    shown = tail if read_master_log else None
     if state == "failed":
         error = observation.failure_error(hook, name, namespace, log_tail_lines)
-        return Outcome(current, None, error, shown)
-    metrics: dict[str, float] = {}
-    if collect_metrics:
-        tail = shown if shown is not None else observation.log_tail(hook, master, namespace, log_tail_lines)
-        metrics = parse_metrics(tail)
+        return Outcome(current, None, error, shown, tail)
+    metrics = parse_metrics(tail) if collect_metrics else {}
     result = job_result(current, state, admitted_at, finished_at, metrics=metrics)
-    return Outcome(current, result, None, shown)
+    return Outcome(current, result, None, shown, tail)
 
 
 def deletes_on_finish(delete_on_finish: str, succeeded: bool) -> bool:

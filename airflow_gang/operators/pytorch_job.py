@@ -1,14 +1,11 @@
 """`PyTorchJobOperator`: submit a gang-scheduled PyTorchJob, wait for admission, then for training.
 
-The flow (DESIGN.md §3): validate and build manifests before any API call; take over an
-earlier try's job (a live one, or a Succeeded one whose result no try delivered) or sweep
-orphaned PodGroups and submit PodGroup + job (`submission`); publish ``job_name``/
-``job_namespace`` before waiting; wait for the gang to be admitted (deleting the job and raising
-`GangAdmissionTimeout` when the queue holds it too long); wait for completion; put the master's
-log in the task log; return a small dict; clean up per ``delete_on_finish`` (`jobs.cleanup`). Waits
-run in the worker (`worker_wait`) or in the triggerer (`GangJobTrigger`, handed over and read
-back by `deferral`), with the same decisions (`airflow_gang.gang_state`), and ride out API
-outages without deleting anything (`airflow_gang.outage`).
+The flow (DESIGN.md §3): validate and build manifests before any API call; take over an earlier
+try's job or submit PodGroup + job (`jobs.submission`); publish ``job_name``/``job_namespace``
+before waiting; wait for admission (an admission timeout deletes the job and raises
+`GangAdmissionTimeout`), in the worker (`worker_wait`) or the triggerer (`GangJobTrigger`), then
+for completion; log the master's tail; record the job's end in the task state store (the Gang
+jobs page shows it after cleanup); return a small dict; clean up per ``delete_on_finish``.
 
 A job is deleted only for its admission timeout, a person's kill or clear (``on_kill``), the
 task's own ``execution_timeout``, or ``delete_on_finish`` after its end; never because the API
@@ -21,7 +18,7 @@ import contextlib
 import datetime as dt
 from collections.abc import Iterator
 from functools import cached_property, partial
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from airflow.configuration import conf
 from airflow.sdk.exceptions import AirflowTaskTimeout
@@ -32,7 +29,13 @@ from airflow_gang.gang_state import GangPhase, GangStatus
 from airflow_gang.hooks.gang import GangJobHook
 from airflow_gang.hooks.retrying import WAIT_RETRY_POLICY
 from airflow_gang.jobs import cleanup, observation, submission
-from airflow_gang.jobs.outcome import DELETE_ON_FINISH_CHOICES, deletes_on_finish, read_outcome
+from airflow_gang.jobs.outcome import (
+    DELETE_ON_FINISH_CHOICES,
+    ON_FINISH_ACTIONS,
+    DeleteOnFinish,
+    deletes_on_finish,
+    read_outcome,
+)
 from airflow_gang.jobs.result import job_result
 from airflow_gang.jobs.wait_plan import WaitPlan
 from airflow_gang.operators import state_store
@@ -48,14 +51,7 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
 
 JsonDict = dict[str, Any]
-DeleteOnFinish = Literal["always", "on_success", "never"]
-# KubernetesPodOperator's names for the same choice (its on_finish_action), for its users.
-ON_FINISH_ACTIONS: dict[str, DeleteOnFinish] = {
-    "delete_job": "always",
-    "delete_succeeded_job": "on_success",
-    "keep_job": "never",
-}
-__all__ = ["STATE_STORE_JOB_KEY", "STATE_STORE_PROGRESS_KEY", "PyTorchJobOperator"]
+__all__ = ["ON_FINISH_ACTIONS", "STATE_STORE_JOB_KEY", "STATE_STORE_PROGRESS_KEY", "PyTorchJobOperator"]
 
 
 class PyTorchJobOperator(GangJobArguments):
@@ -206,6 +202,8 @@ class PyTorchJobOperator(GangJobArguments):
         self._reattached = attached is not None and not attached.finished
         self._submitted = job
         self._remember(context, job)
+        waits = {"for_completion": self.wait_for_completion, "for_admission": self.wait_for_admission}
+        state_store.record_start(context, job, spec.gang_scheduling.value, **waits)
         return job
 
     def _remember(self, context: Context, job: JsonDict, *, delivered: bool = False) -> None:
@@ -234,16 +232,18 @@ class PyTorchJobOperator(GangJobArguments):
             end = self._waiter.run(job, plan.gang_scheduling, plan.wait_for, plan.admission_deadline)
         except AirflowTaskTimeout:
             # execution_timeout: the task gives up, so nobody would wait for the job any more.
+            state_store.record_end(context, job, "timed_out", reason="execution_timeout reached")
             self._give_up(job, "execution_timeout reached")
             raise
         status = end.seen.status
         if end.kind == "lost":
-            return self._job_lost(context, job["metadata"]["name"], job["metadata"]["namespace"])
+            return self._job_lost(context, job)
         if end.kind == "admission_timeout":
+            metadata, seconds = job["metadata"], self.admission_timeout_seconds()
+            error = observation.admission_timeout(metadata["name"], metadata["namespace"], status, seconds)
+            state_store.record_end(context, job, "admission_timeout", reason=str(error))
             self._give_up(job, "gang not admitted in time")
-            metadata = job["metadata"]
-            seconds = self.admission_timeout_seconds()
-            raise observation.admission_timeout(metadata["name"], metadata["namespace"], status, seconds)
+            raise error
         if end.kind == "admitted":
             return job_result(end.seen.job or job, "admitted", end.admitted_at, None)
         return self._finish(context, job, status.phase.value, end.admitted_at, None)
@@ -300,10 +300,14 @@ class PyTorchJobOperator(GangJobArguments):
         self._reattached = bool(wait.pop("reattached", False) or ended.reattached)
         known = {"metadata": {"name": name, "namespace": namespace, "uid": ended.uid}}
         if ended.status is EventStatus.LOST:
-            return self._job_lost(context, name, namespace)
+            return self._job_lost(context, known)
+        error = ended.to_exception(waited_seconds=self.admission_timeout_seconds())
         if ended.is_execution_timeout:  # the task gives up: nobody will wait for the job
+            state_store.record_end(context, known, "timed_out", reason=ended.message)
             self._give_up(known, ended.message)
-        if (error := ended.to_exception(waited_seconds=self.admission_timeout_seconds())) is not None:
+        elif ended.status is EventStatus.ADMISSION_TIMEOUT:  # the trigger deleted the job
+            state_store.record_end(context, known, "admission_timeout", reason=str(error))
+        if error is not None:
             raise error
         with self._riding_out_outages(name, namespace) as hook:
             job = hook.get_pytorchjob(name, namespace) or known
@@ -334,6 +338,7 @@ class PyTorchJobOperator(GangJobArguments):
             self.log.info(
                 "master replica log (last %d lines):\n%s", self.log_tail_lines, ended.master_log.rstrip()
             )
+        state_store.record_outcome(context, ended, admitted_at=admitted_at, finished_at=finished_at)
         succeeded = False
         try:
             if ended.error is not None:
@@ -370,25 +375,19 @@ class PyTorchJobOperator(GangJobArguments):
         the job's pods and logs are still there (``@task.pytorchjob`` reads the function's value)."""
         return result
 
-    def _job_lost(self, context: Context, name: str, namespace: str) -> Any:
-        """The job was deleted while this try waited.
-
-        If this try had taken it over from an earlier try, that try was cleared or marked failed
-        by a person while this one started, and its ``on_kill`` deleted the job after this try
-        had found it (the clear means "train again"): start over with a new job. Otherwise the
-        job is lost (`GangJobLost`).
-        """
+    def _job_lost(self, context: Context, job: JsonDict) -> Any:
+        """The job was deleted while this try waited. If this try had taken it over, the earlier
+        try was cleared or marked failed by a person as this one started, and its ``on_kill``
+        deleted the job ("train again"): start over with a new job. Else `GangJobLost`."""
         self._submitted = None
+        name, namespace = job["metadata"]["name"], job["metadata"]["namespace"]
+        state_store.record_end(context, job, "killed" if self._reattached else "lost")
         if not self._reattached:
             raise GangJobLost(
                 f"PyTorchJob {namespace}/{name} was deleted while waiting", name=name, namespace=namespace
             )
-        self.log.warning(
-            "PyTorchJob %s/%s of an earlier try was deleted (that try was cleared or killed): "
-            "submitting a new job",
-            namespace,
-            name,
-        )
+        earlier = "of an earlier try was deleted (that try was cleared or killed): submitting a new job"
+        self.log.warning("PyTorchJob %s/%s %s", namespace, name, earlier)
         self._reattached = False
         return self.execute(context)
 
