@@ -1,17 +1,21 @@
 """The read-only JSON API under ``/gang/api``.
 
 ``GET /api/jobs``
-    Gang jobs (PyTorchJobs labelled ``airflow-gang.io/managed-by=airflow-gang``; every
-    PyTorchJob with ``all=true``) of the namespaces shown, newest first. Filters:
-    ``namespace``, ``queue``, ``dag_id``, ``state`` (``queued``, ``admitted``, ``running``,
-    ``succeeded``, ``failed``; comma-separated for several).
+    Gang jobs of the namespaces shown, newest first (by submission): live ones (PyTorchJobs
+    labelled ``airflow-gang.io/managed-by=airflow-gang``; every PyTorchJob with ``all=true``)
+    and the ones cleanup deleted, as their tasks recorded them (``live: false``). Filters:
+    ``namespace``, ``queue``, ``dag_id``, ``state`` (comma-separated; the ``states`` of the
+    answer list them), ``since``/``until`` (ISO 8601, on submission); paging ``limit`` (default
+    100, at most 1000) and ``offset``; ``total`` counts every match.
 ``GET /api/jobs/{namespace}/{name}``
     One job: conditions, PodGroup, replica statuses, pods, recent events, identity labels, the
     task instance (with a link into Airflow's UI) and its task state store ``progress`` entry.
+    A deleted job answers what its task recorded (``recorded``: when, and the master's log tail).
 ``GET /api/queues``
     Volcano queues: state, capability, allocated, PodGroups by phase.
 ``GET /api/timeline``
-    Per queue, each job's queued/admitted/running/finished moments (same filters as jobs).
+    Per queue, each job's queued/admitted/running/finished moments, for the jobs of the same
+    page of ``/api/jobs`` (same filters and paging).
 
 Failures answer ``{"error": {"kind", "message", "status"}}`` with status 400/403/404 (the
 request), 502 (the cluster failed or is unreachable), 503 (CRDs or the connection missing) or
@@ -26,7 +30,8 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query
 
 from airflow_gang.plugins.errors import PageError, classify
-from airflow_gang.plugins.service import GangPageService, JobFilter
+from airflow_gang.plugins.job_filter import DEFAULT_PAGE_SIZE, JobFilter
+from airflow_gang.plugins.service import GangPageService
 
 JsonDict = dict[str, Any]
 
@@ -39,14 +44,21 @@ def _answer(service: GangPageService, produce: Callable[[], JsonDict]) -> JsonDi
 
 
 def _job_filter(
+    *,
     namespace: str | None = None,
     queue: str | None = None,
     dag_id: str | None = None,
     state: str | None = None,
     include_all: Annotated[bool, Query(alias="all")] = False,
+    since: str | None = None,
+    until: str | None = None,
+    limit: int = DEFAULT_PAGE_SIZE,
+    offset: int = 0,
 ) -> JobFilter:
     """The query parameters the jobs list and the timeline share."""
-    return JobFilter.parse(namespace, queue, dag_id, state, include_all)
+    return JobFilter.parse(
+        namespace, queue, dag_id, state, include_all, since=since, until=until, limit=limit, offset=offset
+    )
 
 
 def api_router(service_dependency: Callable[..., GangPageService]) -> APIRouter:

@@ -1,19 +1,32 @@
 """The JSON answers of the API, put together from the cluster (`cluster_reader`), the metadata DB
-(`metadata`) and the viewer's rights (`access`). No HTTP here: `api` maps these onto routes.
+(`metadata`, and `history`: the jobs cleanup deleted) and the viewer's rights (`access`). No HTTP
+here: `api` maps these onto routes.
+
+A job is one row whether it is live or recorded: while its objects exist the cluster says where
+it stands; once they are gone its task's record says how it ended. Rows are newest first (by
+submission), filtered, then paged; the timeline draws the rows of the same page.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_gang.naming import LABEL_PREFIX
 from airflow_gang.plugins.access import Access
 from airflow_gang.plugins.cluster_reader import ClusterReader, JobRecord
 from airflow_gang.plugins.errors import PageError
-from airflow_gang.plugins.identity import LabelIdentity, TaskIdentity, identity_view, label_of
+from airflow_gang.plugins.history import HistoryReader, HistoryRecord
+from airflow_gang.plugins.identity import (
+    LabelIdentity,
+    TaskIdentity,
+    dag_path,
+    identity_view,
+    task_instance_path,
+)
+from airflow_gang.plugins.job_filter import NO_QUEUE, JobFilter, matches
 from airflow_gang.plugins.metadata import MetadataReader
 from airflow_gang.plugins.summaries import (
     STATES,
@@ -28,36 +41,15 @@ from airflow_gang.plugins.summaries import (
 )
 
 JsonDict = dict[str, Any]
-NO_QUEUE = "(no queue)"
 Identities = tuple[LabelIdentity | None, TaskIdentity | None]
 
 
-@dataclass(frozen=True)
-class JobFilter:
-    """The jobs table's filters; None or empty matches everything."""
+@dataclass
+class Row:
+    """One job of the table, live or recorded, and how to draw it on the timeline."""
 
-    namespace: str | None = None
-    queue: str | None = None
-    dag_id: str | None = None
-    states: tuple[str, ...] = ()
-    include_unmanaged: bool = False
-
-    @classmethod
-    def parse(
-        cls,
-        namespace: str | None,
-        queue: str | None,
-        dag_id: str | None,
-        state: str | None,
-        include_unmanaged: bool,
-    ) -> JobFilter:
-        states = tuple(s.strip().lower() for s in (state or "").split(",") if s.strip())
-        unknown = [s for s in states if s not in STATES]
-        if unknown:
-            raise PageError(
-                400, "bad_request", f"unknown state(s) {', '.join(unknown)}: choose from {', '.join(STATES)}"
-            )
-        return cls(namespace or None, queue or None, dag_id or None, states, include_unmanaged)
+    summary: JsonDict
+    timeline: Callable[[], JsonDict | None] = field(repr=False)
 
 
 def _now() -> dt.datetime:
@@ -81,10 +73,13 @@ class GangPageService:
         access: Access,
         airflow_base_path: str = "",
         conn_id: str = "kubernetes_default",
+        *,
+        history: HistoryReader | None = None,
     ) -> None:
         self.conn_id = conn_id
         self.reader = reader
         self.metadata = metadata
+        self.history = history or HistoryReader()
         self.access = access
         self.base_path = airflow_base_path
         self.warnings: list[str] = []
@@ -116,7 +111,7 @@ class GangPageService:
     def _visible(self, identity: TaskIdentity | None) -> bool:
         return identity is None or self.access.can_see_dag(identity)
 
-    def _rows(self, job_filter: JobFilter) -> list[tuple[JobRecord, JsonDict]]:
+    def _live_rows(self, job_filter: JobFilter) -> list[Row]:
         snapshot = self.reader.snapshot(
             include_unmanaged=job_filter.include_unmanaged, namespaces=self._namespaces(job_filter.namespace)
         )
@@ -131,39 +126,75 @@ class GangPageService:
             row = job_summary(record.job, record.podgroup, record.pods, now, record.events)
             row["managed"] = label is not None
             row["airflow"] = identity_view(label, identity, self.base_path)
-            if _matches(row, job_filter):
-                rows.append((record, row))
+            rows.append(Row(row, _live_timeline(record, row)))
+        return rows
+
+    def _recorded_rows(self, job_filter: JobFilter, live_uids: set[str]) -> list[Row]:
+        records, problem = self.history.records(job_filter.dag_id)
+        if problem:
+            self.warnings.append(problem)
+        namespaces = set(self._namespaces(job_filter.namespace))
+        rows = []
+        for record in records:
+            if record.uid in live_uids or record.namespace not in namespaces:
+                continue
+            if not self._visible(record.identity):
+                continue
+            rows.append(Row(self._recorded_summary(record), record.timeline))
+        return rows
+
+    def _recorded_summary(self, record: HistoryRecord) -> JsonDict:
+        row = record.summary()
+        row["managed"] = True
+        row["airflow"] = _recorded_identity(record, self.base_path)
+        return row
+
+    def _rows(self, job_filter: JobFilter) -> list[Row]:
+        """Live and recorded jobs matching the filters, newest first (not yet paged)."""
+        live = self._live_rows(job_filter)
+        live_uids = {str(row.summary["uid"]) for row in live if row.summary["uid"]}
+        rows = [
+            row
+            for row in live + self._recorded_rows(job_filter, live_uids)
+            if matches(row.summary, job_filter)
+        ]
+        rows.sort(
+            key=lambda row: (str(row.summary["created_at"] or ""), str(row.summary["name"])), reverse=True
+        )
         return rows
 
     # -- answers ---------------------------------------------------------------------------
 
     def jobs(self, job_filter: JobFilter) -> JsonDict:
         """The jobs table: newest first, with the values the filters can take."""
-        rows = self._rows(job_filter)
-        rows.sort(key=lambda item: str(item[1]["created_at"] or ""), reverse=True)
-        jobs = [row for _, row in rows]
+        rows = [row.summary for row in self._rows(job_filter)]
+        start = job_filter.offset
         return {
-            "jobs": jobs,
-            "total": len(jobs),
+            "jobs": rows[start : start + job_filter.limit],
+            "total": len(rows),
+            "offset": start,
+            "limit": job_filter.limit,
+            "live": sum(1 for row in rows if row["live"]),
             "namespaces": list(self.reader.namespaces),
-            "queues": sorted({row["queue"] for row in jobs if row["queue"]}),
-            "dag_ids": sorted({row["airflow"]["dag_id"] for row in jobs if row["airflow"]}),
+            "queues": sorted({row["queue"] for row in rows if row["queue"]}),
+            "dag_ids": sorted({row["airflow"]["dag_id"] for row in rows if row["airflow"]}),
             "states": list(STATES),
             "warnings": self.warnings,
             "generated_at": _now().isoformat(),
         }
 
     def timeline(self, job_filter: JobFilter) -> JsonDict:
-        """Per queue, each job's queued -> admitted -> running -> finished moments."""
+        """Per queue, each job's queued -> admitted -> running -> finished moments, for the jobs of
+        the table's page (the same filters, order and paging)."""
         by_queue: dict[str, list[JsonDict]] = {}
-        for record, row in self._rows(job_filter):
-            timeline = timeline_of(record.job, record.pods)
-            if timeline is None:
+        start = job_filter.offset
+        for row in self._rows(job_filter)[start : start + job_filter.limit]:
+            entry = row.timeline()
+            if entry is None:
                 continue
-            entry = timeline.to_json()
-            entry["gang_state"] = row["state"]
-            entry["reason"] = row["reason"]
-            by_queue.setdefault(row["queue"] or NO_QUEUE, []).append(entry)
+            entry["gang_state"] = row.summary["state"]
+            entry["reason"] = row.summary["reason"]
+            by_queue.setdefault(row.summary["queue"] or NO_QUEUE, []).append(entry)
         queues: list[JsonDict] = [
             {"queue": queue, "jobs": sorted(entries, key=_timeline_order)}
             for queue, entries in sorted(by_queue.items())
@@ -174,9 +205,11 @@ class GangPageService:
         """Everything about one job: conditions, PodGroup, replicas, pods, events, progress."""
         self._check_namespace(namespace)
         record = self.reader.job(namespace, name)
-        not_found = PageError(404, "not_found", f"PyTorchJob {namespace}/{name} does not exist (any more)")
+        not_found = PageError(
+            404, "not_found", f"PyTorchJob {namespace}/{name} does not exist, and no Airflow task recorded it"
+        )
         if record is None:
-            raise not_found
+            return self._recorded_job(namespace, name, not_found)
         label, identity = self._identities([record])[record.job["metadata"].get("uid") or record.name]
         if not self._visible(identity):
             raise not_found  # do not tell who cannot read the DAG that the job exists
@@ -202,8 +235,42 @@ class GangPageService:
             if label is not None
             else {"value": None, "reason": "the job was not submitted by airflow-gang's operator"},
             "timeline": timeline.to_json() if timeline else None,
+            "recorded": None,
             "warnings": self.warnings,
             "generated_at": now.isoformat(),
+        }
+
+    def _recorded_job(self, namespace: str, name: str, not_found: PageError) -> JsonDict:
+        """A job whose objects are gone, as its task recorded it (404 if none did)."""
+        found, log_tail = self.history.find(namespace, name)
+        if found is None or not self._visible(found.identity):
+            raise not_found
+        summary = self._recorded_summary(found)
+        airflow = summary["airflow"]
+        airflow["task_instance"] = self.metadata.task_instance(found.identity)
+        replicas = [
+            {"type": kind, "desired": count, "active": 0, "succeeded": 0, "failed": 0}
+            for kind, count in summary["replicas"].items()
+        ]
+        return {
+            "job": summary,
+            "conditions": [],
+            "podgroup": None,
+            "replicas": replicas,
+            "pods": [],
+            "events": [],
+            "labels": {},
+            "airflow": airflow,
+            "progress": self.metadata.progress(found.identity),
+            "timeline": found.timeline(),
+            "recorded": {
+                "recorded_at": found.record.get("recorded_at"),
+                "log_tail": log_tail,
+                "message": "the job's objects were deleted (cleanup, an admission timeout or a kill); "
+                "this is what its Airflow task recorded",
+            },
+            "warnings": self.warnings,
+            "generated_at": _now().isoformat(),
         }
 
     def queues(self) -> JsonDict:
@@ -223,17 +290,27 @@ def _timeline_order(entry: JsonDict) -> tuple[str, str]:
     return (str(entry["queued_at"]), str(entry["name"]))
 
 
+def _live_timeline(record: JobRecord, row: JsonDict) -> Callable[[], JsonDict | None]:
+    def draw() -> JsonDict | None:
+        timeline = timeline_of(record.job, record.pods)
+        return timeline.to_json() if timeline is not None else None
+
+    return draw
+
+
+def _recorded_identity(record: HistoryRecord, base_path: str) -> JsonDict:
+    identity = record.identity
+    return {
+        "dag_id": identity.dag_id,
+        "task_id": identity.task_id,
+        "run_id": identity.run_id,
+        "map_index": identity.map_index,
+        "try_number": identity.try_number,
+        "resolved": True,
+        "task_instance_url": task_instance_path(identity, base_path),
+        "dag_url": dag_path(identity.dag_id, base_path),
+    }
+
+
 def _labels(record: JobRecord) -> LabelIdentity | None:
     return LabelIdentity.from_labels((record.job.get("metadata") or {}).get("labels"))
-
-
-def _matches(row: JsonDict, job_filter: JobFilter) -> bool:
-    if job_filter.queue is not None and (row["queue"] or NO_QUEUE) != job_filter.queue:
-        return False
-    if job_filter.states and row["state"] not in job_filter.states:
-        return False
-    if job_filter.dag_id is not None:
-        airflow = row["airflow"]
-        # An unresolved dag id is the label value, which may be the hash of the wanted id.
-        return airflow is not None and airflow["dag_id"] in (job_filter.dag_id, label_of(job_filter.dag_id))
-    return True

@@ -23,12 +23,19 @@ from airflow_gang.gang_state import (
     last_true_condition,
 )
 from airflow_gang.job_kinds import PYTORCHJOB
+from airflow_gang.jobs.history import ENDED_STATES, GPU, gang_resources
+from airflow_gang.k8s_objects import pod_requests
+from airflow_gang.quantity import parse_quantity
 from airflow_gang.timeline import JobTimeline, job_timeline
 
 JsonDict = dict[str, Any]
 GROUP_NAME_ANNOTATION = "scheduling.k8s.io/group-name"
 VOLCANO_SCHEDULER = "volcano"
-STATES = ("queued", "admitted", "running", "succeeded", "failed")
+# Live states (`gang_state.GangPhase`, plus "stuck": a job without gang scheduling holding part
+# of what it needs), then how recorded jobs ended (`jobs.history`), then "gone" (a recorded job
+# deleted before its task wrote its end).
+STUCK = "stuck"
+STATES = ("queued", STUCK, "admitted", "running", "succeeded", "failed", *ENDED_STATES[2:], "gone")
 PODGROUP_PHASES = ("Pending", "Inqueue", "Running", "Unknown", "Completed")
 QUEUE_COUNTS = ("pending", "inqueue", "running", "unknown", "completed")
 MAX_EVENTS = 50
@@ -261,6 +268,39 @@ def enqueue_failure(events: Iterable[JsonDict], podgroup: str | None) -> str | N
     return "; ".join(sorted(m for m, moment in seen.items() if newest - moment <= RECENT_EVENTS))
 
 
+def _held(pods: Sequence[JsonDict], resource: str) -> float:
+    """How much of ``resource`` the job's bound, unfinished pods hold."""
+    held = 0.0
+    for pod in pods:
+        placed = (pod.get("spec") or {}).get("nodeName") and not _metadata(pod).get("deletionTimestamp")
+        if placed and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
+            held += float(parse_quantity(pod_requests(pod).get(resource, 0)))
+    return held
+
+
+def stuck_reason(status: GangStatus, mode: str, job: JsonDict, pods: Sequence[JsonDict]) -> str | None:
+    """Why a job placed pod by pod (no gang) is stuck, or None if it is not.
+
+    Without a PodGroup the default scheduler places replicas one at a time; a job with some of
+    them bound holds their GPUs while waiting for the rest: the deadlock gang scheduling
+    prevents. It is neither queued (it holds resources) nor running (it cannot make progress).
+    """
+    no_gang = mode == "disabled" or bool(status.warning)
+    if status.phase.value != "queued" or not no_gang or status.bound == 0:
+        return None
+    gpus = gang_resources(job).get(GPU, 0.0)
+    if gpus:
+        held = f"{_number(_held(pods, GPU))}/{_number(gpus)} GPUs"
+    else:
+        held = f"{status.bound}/{status.replicas} replicas' resources"
+    waiting = f"; {status.message}" if status.message else ""
+    return f"stuck: holding {held} (no gang), waiting for the other replicas to be placed{waiting}"
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
+
 def _reason(status: GangStatus, job: JsonDict, gate: str | None) -> str | None:
     if status.phase.value == "queued":
         # A Pending gang has not passed Volcano's enqueue gate: the gate's own reason (queue
@@ -297,6 +337,9 @@ def job_summary(
     admitted_at = timeline.admitted_at if timeline else None
     finished_at = timeline.finished_at if timeline else None
     still_queued = status.phase.value == "queued"
+    stuck = stuck_reason(status, mode, job, pods)
+    gpus = gang_resources(job).get(GPU, 0.0)
+    run_seconds = _seconds(admitted_at, finished_at or (None if still_queued else now))
     return {
         "name": metadata.get("name"),
         "namespace": metadata.get("namespace"),
@@ -304,7 +347,7 @@ def job_summary(
         "created_at": metadata.get("creationTimestamp"),
         "deleting": bool(metadata.get("deletionTimestamp")),
         "queue": status.queue,
-        "state": status.phase.value,
+        "state": STUCK if stuck else status.phase.value,
         "job_condition": status.job_condition,
         "gang_scheduling": mode,
         "podgroup": _metadata(podgroup).get("name") if podgroup is not None else None,
@@ -314,12 +357,15 @@ def job_summary(
         "replicas_total": status.replicas,
         "replicas_bound": status.bound,
         "replicas_running": status.running,
-        "reason": _reason(status, job, enqueue_failure(events, _metadata(podgroup).get("name"))),
+        "reason": stuck or _reason(status, job, enqueue_failure(events, _metadata(podgroup).get("name"))),
         "queued_at": queued_at.isoformat() if queued_at else None,
         "admitted_at": admitted_at.isoformat() if admitted_at else None,
         "finished_at": finished_at.isoformat() if finished_at else None,
         "queued_seconds": _seconds(queued_at, now if still_queued else admitted_at),
-        "run_seconds": _seconds(admitted_at, finished_at or (None if still_queued else now)),
+        "run_seconds": run_seconds,
+        "gpus": gpus,
+        "gpu_seconds": round(gpus * run_seconds, 1) if gpus and run_seconds is not None else None,
+        "live": True,
     }
 
 

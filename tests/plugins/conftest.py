@@ -139,6 +139,7 @@ def task_key(ti: Any) -> str:
 def scenario() -> Iterator[Scenario]:
     """The cluster with jobs in every phase; ``kubernetes_default`` points at it meanwhile."""
     migrate_db()
+    _forget_other_histories()
     previous = os.environ.get("AIRFLOW_CONN_KUBERNETES_DEFAULT")
     with SimCluster(
         nodes=2, gpus_per_node=2, schedule_period=0.2, queues={"research": {"nvidia.com/gpu": 2}}
@@ -160,6 +161,23 @@ def scenario() -> Iterator[Scenario]:
                 os.environ.pop("AIRFLOW_CONN_KUBERNETES_DEFAULT", None)
             else:
                 os.environ["AIRFLOW_CONN_KUBERNETES_DEFAULT"] = previous
+
+
+def _forget_other_histories() -> None:
+    """Drop the job records earlier tests' DAGs left in this session's metadata DB: the page
+    lists recorded jobs of namespace ``default`` beside the scenario's live ones."""
+    from airflow.models.task_state_store import TaskStateStoreModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import delete
+
+    from airflow_gang.jobs.history import HISTORY_KEY, LOG_TAIL_KEY
+
+    with create_session() as session:
+        session.execute(
+            delete(TaskStateStoreModel).where(
+                TaskStateStoreModel.key.in_((HISTORY_KEY, LOG_TAIL_KEY)), TaskStateStoreModel.dag_id != DAG_ID
+            )
+        )
 
 
 def _wait_for_phases(cluster: SimCluster, scenario: Scenario) -> None:

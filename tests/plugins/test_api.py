@@ -157,7 +157,8 @@ def test_bad_state_filter_is_a_400_naming_the_states(client: TestClient) -> None
     assert answer.json() == {
         "error": {
             "kind": "bad_request",
-            "message": "unknown state(s) sleeping: choose from queued, admitted, running, succeeded, failed",
+            "message": "unknown state(s) sleeping: choose from queued, stuck, admitted, running, succeeded, "
+            "failed, admission_timeout, lost, killed, timed_out, gone",
             "status": 400,
         }
     }
@@ -291,7 +292,7 @@ def test_unknown_job_is_a_404(client: TestClient) -> None:
     assert answer.status_code == 404
     assert answer.json()["error"] == {
         "kind": "not_found",
-        "message": "PyTorchJob default/no-such-job does not exist (any more)",
+        "message": "PyTorchJob default/no-such-job does not exist, and no Airflow task recorded it",
         "status": 404,
     }
 

@@ -1,0 +1,244 @@
+"""The jobs the page still shows after cleanup deleted them: the operator's ``gang_history`` records.
+
+Each task instance that ran a gang job keeps a record per job in Airflow 3.3's task state store
+(`airflow_gang.jobs.history`). The page reads them straight from the metastore backend's
+``task_state_store`` table, in one query joined with the task instances' states, so a page of
+10,000 historical jobs costs one round trip to the metadata DB. A deployment whose state
+backend is not the metastore (``[state_store] backend``) keeps values where the API server
+cannot list them: the page then shows live jobs only and says why.
+
+Nothing here raises: a DB that cannot be read gives no history and the reason.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from airflow_gang.jobs.history import ENDED_STATES, GPU, HISTORY_KEY, LOG_TAIL_KEY, SUBMITTED
+from airflow_gang.plugins.identity import TaskIdentity
+
+log = logging.getLogger(__name__)
+JsonDict = dict[str, Any]
+METASTORE_BACKEND = "airflow.state.metastore.MetastoreBackend"
+# A record whose job is gone and whose end no try wrote: killed, cleared, or its worker died.
+GONE = "gone"
+_EXTERNAL_REF_KEY = "__airflow_state_ref__"
+
+
+@dataclass(frozen=True)
+class HistoryRecord:
+    """One job as its task instance recorded it, with the task instance it belongs to."""
+
+    record: JsonDict
+    identity: TaskIdentity
+    task_state: str | None
+
+    @property
+    def uid(self) -> str:
+        return str(self.record.get("uid") or "")
+
+    @property
+    def name(self) -> str:
+        return str(self.record.get("name") or "")
+
+    @property
+    def namespace(self) -> str:
+        return str(self.record.get("namespace") or "")
+
+    def summary(self) -> JsonDict:
+        """A row of the jobs table, in the shape of a live job's (`summaries.job_summary`)."""
+        record = self.record
+        state = str(record.get("state") or SUBMITTED)
+        reason = record.get("reason")
+        if state not in ENDED_STATES:  # its end was never written, and the job is gone
+            state = GONE
+            waits_for = record.get("waits_for") or "completion"
+            if waits_for != "completion":
+                reason = (
+                    f"its task stopped waiting at {waits_for} (wait_for_completion=False), so no end "
+                    "was recorded; the job has been deleted since"
+                )
+            else:
+                reason = (
+                    "the job was deleted before its task recorded how it ended (the task was killed or "
+                    f"cleared, or its worker died); task instance state: {self.task_state or 'unknown'}"
+                )
+        replicas = {str(k): int(v) for k, v in (record.get("replicas") or {}).items()}
+        resources = record.get("resources") or {}
+        return {
+            "name": record.get("name"),
+            "namespace": record.get("namespace"),
+            "uid": record.get("uid"),
+            "created_at": record.get("submitted_at"),
+            "deleting": False,
+            "queue": record.get("queue"),
+            "state": state,
+            "job_condition": None,
+            "gang_scheduling": record.get("gang_scheduling"),
+            "podgroup": None,
+            "podgroup_phase": None,
+            "min_member": None,
+            "replicas": replicas,
+            "replicas_total": sum(replicas.values()),
+            "replicas_bound": 0,
+            "replicas_running": 0,
+            "reason": reason,
+            "queued_at": record.get("submitted_at"),
+            "admitted_at": record.get("admitted_at"),
+            "finished_at": record.get("finished_at"),
+            "queued_seconds": record.get("queued_seconds"),
+            "run_seconds": record.get("run_seconds"),
+            "gpus": float(resources.get(GPU) or 0),
+            "gpu_seconds": record.get("gpu_seconds"),
+            "failed_replica": record.get("failed_replica"),
+            "exit_code": record.get("exit_code"),
+            "recorded_at": record.get("recorded_at"),
+            "live": False,
+        }
+
+    def timeline(self) -> JsonDict | None:
+        """The job's moments for the charts (`timeline.JobTimeline.to_json`'s shape)."""
+        row = self.summary()
+        if not row["queued_at"]:
+            return None
+        return {
+            "name": row["name"],
+            "namespace": row["namespace"],
+            "queue": row["queue"],
+            "state": row["state"],
+            "queued_at": row["queued_at"],
+            "admitted_at": row["admitted_at"],
+            "running_at": None,
+            "finished_at": row["finished_at"],
+            "queue_wait_seconds": row["queued_seconds"],
+            "run_seconds": row["run_seconds"],
+        }
+
+
+class HistoryReader:
+    """Reads the recorded jobs from the metadata DB (see the module docstring)."""
+
+    def records(self, dag_id: str | None = None) -> tuple[list[HistoryRecord], str | None]:
+        """Every recorded job (of ``dag_id`` only, if given), and why none could be read."""
+        problem = _unsupported_backend()
+        if problem:
+            return [], problem
+        try:
+            return list(self._query(dag_id=dag_id)), None
+        except Exception as error:  # the page still shows the cluster
+            log.warning("gang UI: cannot read the job history from the metadata DB: %s", error)
+            return [], f"the job history could not be read from the Airflow metadata DB: {error}"
+
+    def find(self, namespace: str, name: str) -> tuple[HistoryRecord | None, str | None]:
+        """The newest record of job ``namespace/name``, and the master's log tail it kept."""
+        if _unsupported_backend():
+            return None, None
+        try:
+            matches = [r for r in self._query(name=name) if r.name == name and r.namespace == namespace]
+            if not matches:
+                return None, None
+            found = max(matches, key=lambda r: str(r.record.get("submitted_at") or ""))
+            return found, self._log_tail(found)
+        except Exception as error:
+            log.warning("gang UI: cannot read the job history from the metadata DB: %s", error)
+            return None, None
+
+    def _query(self, *, dag_id: str | None = None, name: str | None = None) -> Iterator[HistoryRecord]:
+        from airflow.models.task_state_store import TaskStateStoreModel as Store
+        from airflow.models.taskinstance import TaskInstance as TI
+        from airflow.utils.session import create_session
+        from sqlalchemy import and_, select
+
+        query = (
+            select(Store.dag_id, Store.run_id, Store.task_id, Store.map_index, Store.value, TI.state)
+            .outerjoin(
+                TI,
+                and_(
+                    TI.dag_id == Store.dag_id,
+                    TI.run_id == Store.run_id,
+                    TI.task_id == Store.task_id,
+                    TI.map_index == Store.map_index,
+                ),
+            )
+            .where(Store.key == HISTORY_KEY)
+        )
+        if dag_id is not None:
+            query = query.where(Store.dag_id == dag_id)
+        if name is not None:  # names are DNS labels: no LIKE wildcard can hide in them
+            query = query.where(Store.value.like(f'%"{name}"%'))
+        with create_session() as session:
+            rows = session.execute(query).all()
+        for row in rows:
+            for record in _records(row.value):
+                identity = TaskIdentity(
+                    row.dag_id,
+                    row.task_id,
+                    row.run_id,
+                    int(row.map_index),
+                    _int(record.get("try_number")),
+                    resolved=True,
+                    dag_resolved=True,
+                )
+                yield HistoryRecord(record, identity, str(row.state) if row.state else None)
+
+    def _log_tail(self, found: HistoryRecord) -> str | None:
+        from airflow.models.task_state_store import TaskStateStoreModel as Store
+        from airflow.utils.session import create_session
+        from sqlalchemy import select
+
+        identity = found.identity
+        with create_session() as session:
+            value = session.scalar(
+                select(Store.value).where(
+                    Store.dag_id == identity.dag_id,
+                    Store.run_id == identity.run_id,
+                    Store.task_id == identity.task_id,
+                    Store.map_index == identity.map_index,
+                    Store.key == LOG_TAIL_KEY,
+                )
+            )
+        tails = _json(value)
+        tail = tails.get(found.uid) if isinstance(tails, dict) else None
+        return tail if isinstance(tail, str) else None
+
+
+def _unsupported_backend() -> str | None:
+    try:
+        from airflow.configuration import conf
+
+        backend = conf.get("state_store", "backend", fallback=METASTORE_BACKEND) or METASTORE_BACKEND
+    except Exception:  # no Airflow config: nothing to read from
+        return "the Airflow configuration could not be read"
+    if backend != METASTORE_BACKEND:
+        return (
+            f"jobs deleted by cleanup are not listed: [state_store] backend is {backend}, whose values "
+            "the API server cannot list (the page reads the metastore backend's table)"
+        )
+    return None
+
+
+def _json(value: Any) -> Any:
+    if not isinstance(value, str | bytes):
+        return value
+    try:
+        return json.loads(value)
+    except ValueError:
+        return None
+
+
+def _records(value: Any) -> Iterable[JsonDict]:
+    stored = _json(value)
+    if not isinstance(stored, list):  # not ours, or an external backend's reference
+        return ()
+    return (r for r in stored if isinstance(r, dict) and r.get("uid") and _EXTERNAL_REF_KEY not in r)
+
+
+def _int(value: Any) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None

@@ -1,0 +1,291 @@
+"""The page keeps every job its tasks ran after cleanup deleted it, and says honestly when a job
+without gang scheduling is stuck.
+
+A DAG run (``dag.test()``) on an embedded cluster of its own, in namespace ``history``, ends
+with every job deleted: one succeeded (``delete_on_finish="on_success"``), one failed
+(``"always"``, waited for in the triggerer), one never admitted in either of its two tries (each
+admission timeout deletes its job). The API then answers from the operator's records in the
+task state store, read from the metadata DB, as the API server reads them.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import textwrap
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from kubernetes import client as k8s
+
+from airflow_gang.hooks.gang import GangJobHook
+from airflow_gang.naming import job_name
+from airflow_gang.plugins.app import create_app
+from airflow_gang.plugins.settings import UiSettings
+from airflow_gang.spec import GangJobSpec
+from gang_sim.cluster import SimCluster
+from tests.e2e.conftest import load_dag_file
+from tests.metadata import migrate_db
+from tests.waiting import eventually
+
+DAGS = Path(os.environ["AIRFLOW__CORE__DAGS_FOLDER"])
+DAG_ID = "gang_history_scenario"
+NAMESPACE = "history"
+CONN_ID = "gang_history_cluster"
+
+DAG_SOURCE = """
+import datetime as dt
+
+from airflow.sdk import DAG
+
+from airflow_gang.operators.pytorch_job import PyTorchJobOperator
+
+
+def sim(**annotations):
+    return {"metadata": {"annotations": {f"sim.airflow-gang.io/{k}": v for k, v in annotations.items()}}}
+
+
+common = dict(
+    image="ghcr.io/acme/train:1", command=["python", "train.py"], namespace="__NAMESPACE__",
+    kubernetes_conn_id="__CONN_ID__", resources={"nvidia.com/gpu": 1}, poll_interval=0.2,
+    admission_timeout=60, trigger_rule="all_done",
+)
+
+with DAG("__DAG_ID__", schedule=None, start_date=dt.datetime(2026, 1, 1), catchup=False) as dag:
+    done = PyTorchJobOperator(
+        task_id="done", workers=1, deferrable=False,
+        pod_template=sim(duration="1.5", log="epoch 1\\nHISTORY-MARKER accuracy=0.9"), **common,
+    )
+    broken = PyTorchJobOperator(
+        task_id="broken", workers=1, deferrable=True, restart_policy="Never", retries=0,
+        delete_on_finish="always", pod_template=sim(duration="0.3", **{"exit-code": "3"}), **common,
+    )
+    starved = PyTorchJobOperator(
+        task_id="starved", workers=7, deferrable=True, retries=1, retry_delay=dt.timedelta(seconds=0),
+        pod_template=sim(duration="1"), **{**common, "admission_timeout": 2},
+    )
+    done >> broken >> starved
+"""
+
+
+@dataclass(frozen=True)
+class Ran:
+    cluster: SimCluster
+    run_id: str
+    jobs: dict[str, str]  # "done", "broken", "starved#1", "starved#2" -> job name
+
+
+def _load_dag() -> Any:
+    path = DAGS / f"{DAG_ID}.py"
+    source = textwrap.dedent(DAG_SOURCE)
+    for key, value in {"__DAG_ID__": DAG_ID, "__NAMESPACE__": NAMESPACE, "__CONN_ID__": CONN_ID}.items():
+        source = source.replace(key, value)
+    path.write_text(source)
+    return load_dag_file(path, DAG_ID)
+
+
+@pytest.fixture(scope="module")
+def ran() -> Iterator[Ran]:
+    migrate_db()
+    variable = f"AIRFLOW_CONN_{CONN_ID.upper()}"
+    with SimCluster(nodes=2, gpus_per_node=2, schedule_period=0.2) as cluster:
+        with cluster.api_client() as api:
+            k8s.CoreV1Api(api).create_namespace({"metadata": {"name": NAMESPACE}})
+        os.environ[variable] = json.dumps(
+            {"conn_type": "kubernetes", "extra": {"kube_config_path": cluster.kubeconfig_path}}
+        )
+        try:
+            dag_run = _load_dag().test()
+            states = {ti.task_id: ti.state for ti in dag_run.get_task_instances()}
+            assert states == {"done": "success", "broken": "failed", "starved": "failed"}
+            jobs = {
+                "done": job_name(DAG_ID, "done", dag_run.run_id, -1, 1),
+                "broken": job_name(DAG_ID, "broken", dag_run.run_id, -1, 1),
+                "starved#1": job_name(DAG_ID, "starved", dag_run.run_id, -1, 1),
+                "starved#2": job_name(DAG_ID, "starved", dag_run.run_id, -1, 2),
+            }
+            yield Ran(cluster, dag_run.run_id, jobs)
+        finally:
+            os.environ.pop(variable, None)
+
+
+@pytest.fixture(scope="module")
+def client(ran: Ran) -> Iterator[TestClient]:
+    settings = UiSettings(conn_id=CONN_ID, namespaces=(NAMESPACE,))
+    with TestClient(create_app(authenticate=False, settings_loader=lambda: settings)) as test_client:
+        yield test_client
+
+
+def rows(client: TestClient, query: str = "") -> dict[str, Any]:
+    answer = client.get(f"/api/jobs{query}")
+    assert answer.status_code == 200, answer.text
+    return dict(answer.json())
+
+
+def test_every_job_is_gone_from_the_cluster(ran: Ran) -> None:
+    with ran.cluster.api_client() as api:
+        listed = k8s.CustomObjectsApi(api).list_namespaced_custom_object(
+            "kubeflow.org", "v1", NAMESPACE, "pytorchjobs"
+        )
+    assert listed["items"] == []
+
+
+def test_the_jobs_table_still_lists_every_job_with_its_outcome(client: TestClient, ran: Ran) -> None:
+    data = rows(client)
+    assert data["total"] == 4
+    assert data["live"] == 0
+    by_name = {job["name"]: job for job in data["jobs"]}
+    assert set(by_name) == set(ran.jobs.values())
+    outcomes = {key: by_name[name]["state"] for key, name in ran.jobs.items()}
+    assert outcomes == {
+        "done": "succeeded",
+        "broken": "failed",
+        "starved#1": "admission_timeout",
+        "starved#2": "admission_timeout",
+    }
+    for job in data["jobs"]:
+        assert job["live"] is False
+        assert job["queue"] == "default"
+        assert job["namespace"] == NAMESPACE
+        assert job["airflow"]["dag_id"] == DAG_ID
+        assert job["airflow"]["run_id"] == ran.run_id
+        assert job["airflow"]["resolved"] is True
+    # One row per try: the retry after an admission timeout ran a job of its own.
+    starved = [by_name[ran.jobs[key]] for key in ("starved#1", "starved#2")]
+    assert [job["airflow"]["try_number"] for job in starved] == [1, 2]
+    assert all("was not admitted" in job["reason"] for job in starved)
+    assert all(job["admitted_at"] is None and job["run_seconds"] is None for job in starved)
+    assert all(1.5 <= job["queued_seconds"] < 30 for job in starved)
+    # Newest first, by submission.
+    submitted = [job["created_at"] for job in data["jobs"]]
+    assert submitted == sorted(submitted, reverse=True)
+    assert data["jobs"][0]["name"] == ran.jobs["starved#2"]
+
+
+def test_a_succeeded_job_keeps_its_times_and_gpu_seconds(client: TestClient, ran: Ran) -> None:
+    done = next(job for job in rows(client)["jobs"] if job["name"] == ran.jobs["done"])
+    assert done["gpus"] == 2.0
+    submitted, admitted, finished = (
+        dt.datetime.fromisoformat(done[key]) for key in ("queued_at", "admitted_at", "finished_at")
+    )
+    assert submitted <= admitted <= finished
+    assert 0 < done["run_seconds"] < 30
+    assert done["gpu_seconds"] == pytest.approx(2 * done["run_seconds"], abs=0.1)
+    assert done["replicas"] == {"Master": 1, "Worker": 1}
+
+
+def test_a_failed_job_keeps_its_failing_replica_and_exit_code(client: TestClient, ran: Ran) -> None:
+    broken = next(job for job in rows(client)["jobs"] if job["name"] == ran.jobs["broken"])
+    assert broken["exit_code"] == 3
+    assert broken["failed_replica"] in {"Master 0", "Worker 0"}
+    assert broken["reason"]
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("?state=admission_timeout", {"starved#1", "starved#2"}),
+        ("?state=succeeded,failed", {"done", "broken"}),
+        (f"?dag_id={DAG_ID}&queue=default", {"done", "broken", "starved#1", "starved#2"}),
+        ("?dag_id=another_dag", set()),
+        ("?since=2100-01-01T00:00:00Z", set()),
+        ("?until=2000-01-01T00:00:00Z", set()),
+    ],
+)
+def test_filters_apply_to_recorded_jobs(client: TestClient, ran: Ran, query: str, expected: set[str]) -> None:
+    keys = {name: key for key, name in ran.jobs.items()}
+    assert {keys[job["name"]] for job in rows(client, query)["jobs"]} == expected
+
+
+def test_paging_keeps_the_order_and_counts_every_match(client: TestClient) -> None:
+    everything = [job["name"] for job in rows(client)["jobs"]]
+    page = rows(client, "?limit=2&offset=1")
+    assert page["total"] == 4
+    assert (page["limit"], page["offset"]) == (2, 1)
+    assert [job["name"] for job in page["jobs"]] == everything[1:3]
+    assert client.get("/api/jobs?limit=0").status_code == 400
+    bad_time = client.get("/api/jobs?since=yesterday")
+    assert bad_time.status_code == 400
+    assert "since must be an ISO 8601 time" in bad_time.json()["error"]["message"]
+
+
+def test_the_job_page_of_a_deleted_job_shows_what_its_task_recorded(client: TestClient, ran: Ran) -> None:
+    answer = client.get(f"/api/jobs/{NAMESPACE}/{ran.jobs['done']}")
+    assert answer.status_code == 200, answer.text
+    data = answer.json()
+    assert data["job"]["state"] == "succeeded"
+    assert data["job"]["live"] is False
+    assert data["recorded"]["recorded_at"]
+    assert "HISTORY-MARKER accuracy=0.9" in data["recorded"]["log_tail"]
+    assert data["timeline"]["admitted_at"] == data["job"]["admitted_at"]
+    assert data["airflow"]["task_instance"] == {"state": "success", "try_number": 1}
+    assert data["airflow"]["task_instance_url"].endswith("/tasks/done")
+    assert data["pods"] == []
+    assert data["podgroup"] is None
+
+
+def test_the_job_page_after_an_admission_timeout_names_the_try(client: TestClient, ran: Ran) -> None:
+    data = client.get(f"/api/jobs/{NAMESPACE}/{ran.jobs['starved#1']}").json()
+    assert data["job"]["state"] == "admission_timeout"
+    assert data["airflow"]["try_number"] == 1
+    assert "was not admitted" in data["job"]["reason"]
+
+
+def test_a_job_nobody_ran_is_still_a_404(client: TestClient) -> None:
+    answer = client.get(f"/api/jobs/{NAMESPACE}/never-submitted-1a2b3c4d")
+    assert answer.status_code == 404
+    assert "no Airflow task recorded it" in answer.json()["error"]["message"]
+
+
+def test_the_timeline_draws_the_recorded_jobs_of_the_page(client: TestClient, ran: Ran) -> None:
+    data = client.get("/api/timeline").json()
+    drawn = {entry["name"]: entry for queue in data["queues"] for entry in queue["jobs"]}
+    assert set(drawn) == set(ran.jobs.values())
+    assert drawn[ran.jobs["done"]]["gang_state"] == "succeeded"
+    assert drawn[ran.jobs["starved#2"]]["admitted_at"] is None
+    assert len(client.get("/api/timeline?limit=1").json()["queues"][0]["jobs"]) == 1
+
+
+# -- a job placed pod by pod (no gang) that holds part of what it needs -------------------------
+
+
+def test_a_partly_placed_job_without_gang_is_stuck_holding_its_gpus(ran: Ran, client: TestClient) -> None:
+    hook = GangJobHook(conn_id=None, kubernetes_conn_id=None, config_file=ran.cluster.kubeconfig_path)
+
+    def submit(name: str, workers: int) -> None:
+        spec = GangJobSpec(
+            image="ghcr.io/acme/train:1",
+            workers=workers,
+            resources={"nvidia.com/gpu": 1},
+            gang_scheduling="disabled",
+            pod_template={"metadata": {"annotations": {"sim.airflow-gang.io/duration": "600"}}},
+        )
+        hook.create_pytorchjob(spec.build_pytorchjob(name, NAMESPACE), NAMESPACE)
+
+    submit("holder", 0)  # one replica on one of the four GPUs
+    eventually(lambda: len(hook.list_job_pods("holder", NAMESPACE)) == 1, timeout=30)
+    eventually(
+        lambda: all(p["spec"].get("nodeName") for p in hook.list_job_pods("holder", NAMESPACE)), timeout=30
+    )
+    submit("stuck", 3)  # four replicas: three fit, the fourth never does
+
+    def stuck_row() -> dict[str, Any] | None:
+        jobs = rows(client, "?all=true")["jobs"]
+        return next((job for job in jobs if job["name"] == "stuck" and job["state"] == "stuck"), None)
+
+    eventually(lambda: stuck_row() is not None, timeout=30, message="(no stuck row)")
+    row = stuck_row()
+    assert row is not None
+    assert row["reason"].startswith("stuck: holding 3/4 GPUs (no gang)")
+    assert row["replicas_bound"] == 3
+    assert row["run_seconds"] is None
+    holder = next(job for job in rows(client, "?all=true")["jobs"] if job["name"] == "holder")
+    assert holder["state"] == "running"
+    assert rows(client, "?all=true&state=stuck")["total"] == 1
+    timeline = client.get("/api/timeline?all=true&state=stuck").json()
+    assert [entry["gang_state"] for queue in timeline["queues"] for entry in queue["jobs"]] == ["stuck"]
