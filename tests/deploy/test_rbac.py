@@ -1,4 +1,5 @@
-"""deploy/rbac.yaml grants exactly what the hooks use: airflow_gang.hooks.REQUIRED_PERMISSIONS.
+"""deploy/rbac.yaml grants exactly what the hooks use: airflow_gang.hooks.REQUIRED_PERMISSIONS, plus
+the UI page's cluster-wide capacity reads in its ClusterRole (`CLUSTER_READ_PERMISSIONS`).
 
 REQUIRED_PERMISSIONS itself is proven against the requests the hooks really make
 (tests/provider/test_hooks.py), so equality here means the Role neither misses a permission
@@ -15,6 +16,7 @@ import yaml
 
 from airflow_gang.hooks import REQUIRED_PERMISSIONS
 from airflow_gang.hooks.kinds import QUEUES
+from airflow_gang.plugins.capacity_reader import CLUSTER_READ_PERMISSIONS
 
 RBAC_FILE = Path(__file__).resolve().parents[2] / "deploy" / "rbac.yaml"
 RBAC_API = "rbac.authorization.k8s.io/v1"
@@ -64,14 +66,16 @@ def test_roles_grant_exactly_the_required_permissions() -> None:
     required = set(REQUIRED_PERMISSIONS)
     namespaced = {p for p in required if (p[0], p[1]) not in CLUSTER_SCOPED}
     assert granted(role) == namespaced
-    assert (
-        granted(cluster_role)
-        == required - namespaced
-        == {
-            ("scheduling.volcano.sh", "queues", "get"),
-            ("scheduling.volcano.sh", "queues", "list"),
-        }
-    )
+    assert required - namespaced == {
+        ("scheduling.volcano.sh", "queues", "get"),
+        ("scheduling.volcano.sh", "queues", "list"),
+    }
+    assert granted(cluster_role) == (required - namespaced) | set(CLUSTER_READ_PERMISSIONS)
+    assert set(CLUSTER_READ_PERMISSIONS) == {
+        ("", "nodes", "list"),
+        ("", "pods", "list"),
+        ("scheduling.k8s.io", "priorityclasses", "list"),
+    }
 
 
 def test_rules_use_no_wildcards_or_names() -> None:
