@@ -44,7 +44,8 @@ with DAG(
     catchup=False,
     render_template_as_native_obj=True,
     doc_md=__doc__,
-    tags=["airflow-gang", "example"],
+    # make airflow marks it: the default script runtime runs no command, so nothing comes back.
+    tags=["airflow-gang", "example", "needs-process-runtime"],
     params={
         "learning_rates": Param([0.001, 0.003, 0.01, 0.03], type="array", items={"type": "number"}),
         "epochs": Param(10, type="integer", minimum=1),

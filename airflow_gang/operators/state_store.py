@@ -142,13 +142,18 @@ def record_outcome(
     """Close the history record of a job that ran to its end (before cleanup may delete it)."""
     if outcome.error is not None:
         error = outcome.error
+        # The failure's headline (which replica, exit code, reason) without the log it appends.
+        headline = str(error).split("\n", 1)[0].split(" Last ", 1)[0]
         details: dict[str, Any] = {
-            "reason": error.reason or str(error),
+            "reason": headline,
             "failed_replica": error.replica,
             "exit_code": error.exit_code,
         }
+        tail = outcome.log_tail
+        if error.log_tail and error.replica:
+            tail = f"--- {error.replica}, which failed ---\n{error.log_tail}"
         moments = {"admitted_at": admitted_at, "finished_at": finished_at}
-        record_end(context, outcome.job, "failed", log_tail=outcome.log_tail, **moments, **details)
+        record_end(context, outcome.job, "failed", log_tail=tail, **moments, **details)
     elif outcome.result is not None:
         moments = {"admitted_at": outcome.result["admitted_at"], "finished_at": outcome.result["finished_at"]}
         record_end(context, outcome.job, "succeeded", log_tail=outcome.log_tail, **moments)

@@ -16,6 +16,7 @@ from typing import Any
 
 from airflow_gang.naming import LABEL_PREFIX
 from airflow_gang.plugins.access import Access
+from airflow_gang.plugins.capacity_reader import read_capacity
 from airflow_gang.plugins.cluster_reader import ClusterReader, JobRecord
 from airflow_gang.plugins.errors import PageError
 from airflow_gang.plugins.history import HistoryReader, HistoryRecord
@@ -222,6 +223,10 @@ class GangPageService:
             airflow["task_instance"] = self.metadata.task_instance(identity)
         timeline = timeline_of(record.job, record.pods)
         metadata = record.job.get("metadata") or {}
+        if summary["state"] == "queued" and record.podgroup is not None:
+            capacity = read_capacity(self.reader.hook, self.reader.namespaces)
+            waiting = capacity.gang(namespace, str(record.podgroup["metadata"]["name"]))
+            summary["position"] = waiting.to_json() if waiting is not None else None
         return {
             "job": summary,
             "conditions": condition_rows(record.job),
@@ -274,12 +279,27 @@ class GangPageService:
         }
 
     def queues(self) -> JsonDict:
-        """Every Volcano queue with its state, capability, allocation and PodGroup counts."""
+        """Every Volcano queue (state, capability, deserved share, what it holds, what its waiting
+        gangs ask for, what is free to it, PodGroup counts), the cluster's totals, and each
+        waiting gang's place in Volcano's admission order (`airflow_gang.capacity`)."""
         queues, podgroups = self.reader.queues()
-        rows = [queue_row(queue, podgroups) for queue in queues]
+        capacity = read_capacity(self.reader.hook, self.reader.namespaces).to_json()
+        self.warnings.extend(capacity["warnings"])
+        by_name = {entry["name"]: entry for entry in capacity["queues"]}
+        rows = []
+        for queue in queues:
+            row = queue_row(queue, podgroups)
+            row["volcano_allocated"] = row["allocated"]
+            measured = by_name.get(row["name"]) or {}
+            for key in ("deserved", "guarantee", "allocated", "pending", "free", "waiting_gangs"):
+                if key in measured:
+                    row[key] = measured[key]
+            rows.append(row)
         rows.sort(key=lambda row: str(row["name"]))
         return {
             "queues": rows,
+            "cluster": capacity["resources"],
+            "waiting": capacity["waiting"],
             "namespaces": list(self.reader.namespaces),
             "warnings": self.warnings,
             "generated_at": _now().isoformat(),

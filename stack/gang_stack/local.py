@@ -145,7 +145,7 @@ def run(args: argparse.Namespace) -> int:
             say(f"cluster ready at {cluster.url}; starting Airflow (logs: {_shown(home / LOG_DIR)})")
             stack.start()
             parsed = _parsed_dags(stack, dags)
-            _announce(stack, cluster, parsed, time.monotonic() - began)
+            _announce(stack, cluster, parsed, time.monotonic() - began, runtime=args.runtime)
             stop.interrupt = False
             stop.event.wait()
         except KeyboardInterrupt:
@@ -197,8 +197,24 @@ def _relative(filename: str, dags: Path) -> str:
     return path.relative_to(dags).as_posix() if path.is_absolute() and path.is_relative_to(dags) else filename
 
 
-def _announce(stack: AirflowStack, cluster: SimCluster, dags: list[dict[str, Any]], seconds: float) -> None:
-    names = ", ".join(f"{dag['dag_id']}{' (paused)' if dag.get('is_paused') else ''}" for dag in dags)
+# A DAG tagged so runs commands in its pods (real training): the script runtime runs none.
+NEEDS_PROCESS_RUNTIME_TAG = "needs-process-runtime"
+FIRST_DAG = "gang_vs_deadlock"
+
+
+def _dag_label(dag: dict[str, Any], runtime: str) -> str:
+    notes = ["paused"] if dag.get("is_paused") else []
+    tags = {str(tag.get("name") if isinstance(tag, dict) else tag) for tag in dag.get("tags") or []}
+    if runtime != "process" and NEEDS_PROCESS_RUNTIME_TAG in tags:
+        notes.append('needs ARGS="--runtime process"')
+    joined = ", ".join(notes)
+    return f"{dag['dag_id']} ({joined})" if notes else str(dag["dag_id"])
+
+
+def _announce(
+    stack: AirflowStack, cluster: SimCluster, dags: list[dict[str, Any]], seconds: float, *, runtime: str
+) -> None:
+    names = ", ".join(_dag_label(dag, runtime) for dag in dags)
     print(flush=True)
     say(f"Airflow is up ({seconds:.0f}s): {stack.url}")
     print(f"  login:     {stack.username} / {stack.password}")
@@ -208,6 +224,10 @@ def _announce(stack: AirflowStack, cluster: SimCluster, dags: list[dict[str, Any
     print(f"  cluster:   {cluster.url}, kubeconfig {_shown(Path(cluster.kubeconfig_path))}")
     print("             (connection kubernetes_default; Volcano queues default and research)")
     print(f"  logs:      {_shown(stack.log_dir)}/<component>.log, task logs in {_shown(stack.home / 'logs')}")
+    if any(dag["dag_id"] == FIRST_DAG for dag in dags):
+        print(f"  next:      open {stack.url}, switch {FIRST_DAG} on and trigger it: six 4-GPU gangs")
+        print("             on 4 GPUs run one at a time (trigger it with gang_scheduling=disabled to see")
+        print(f"             the deadlock); watch them in Gang jobs: {stack.url}/gang/")
     print("Ctrl-C stops everything.", flush=True)
 
 

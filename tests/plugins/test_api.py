@@ -300,10 +300,24 @@ def test_unknown_job_is_a_404(client: TestClient) -> None:
 # -- queues and timeline -----------------------------------------------------------------------
 
 
-def test_queues(client: TestClient) -> None:
+def test_queues(client: TestClient, scenario: Scenario) -> None:
     answer = client.get("/api/queues")
     assert answer.status_code == 200, answer.text
-    queues = {q["name"]: q for q in answer.json()["queues"]}
+    data = answer.json()
+    queues = {q["name"]: q for q in data["queues"]}
+    # The cluster: 2 nodes x 2 GPUs, all four held by ``train`` (and outsider's pods wait).
+    assert data["cluster"]["nvidia.com/gpu"] == {"allocatable": "4", "allocated": "4", "free": "0"}
+    # Each waiting gang's place in Volcano's order: same priority, so oldest first (creation
+    # times have 1 s resolution; a tie goes by name).
+    waiting = {gang["name"]: gang for gang in data["waiting"]}
+    pair = [waiting[scenario.name(key)] for key in ("waiting[0]", "waiting[1]")]
+    first, second = sorted(pair, key=lambda gang: (gang["created"], gang["name"]))
+    assert (first["gangs_ahead"], second["gangs_ahead"]) == (0, 1)
+    assert first["summary"].startswith("needs 4 GPUs; 0 free in queue default")
+    assert second["summary"].endswith("1 gang ahead")
+    capped = waiting[scenario.name("capped")]
+    assert capped["never_fits"] is True
+    assert "queue research is capped at 2: it can never start" in capped["summary"]
 
     assert set(queues) == {"root", "default", "research"}
     default = queues["default"]
@@ -314,6 +328,8 @@ def test_queues(client: TestClient) -> None:
     research = queues["research"]
     assert research["capability"] == {"nvidia.com/gpu": "2"}
     assert research["allocated"] == {}
+    assert research["pending"] == {"nvidia.com/gpu": "4"}
+    assert research["waiting_gangs"] == 1
     assert research["podgroups"]["Pending"] == 1
     assert research["status_counts"]["pending"] == 1
 

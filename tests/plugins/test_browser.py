@@ -82,6 +82,15 @@ def test_jobs_page_table_queues_and_timeline(
     # Queues and the timeline: one chart per queue, a bar per phase of each job.
     queues = {card.get_attribute("data-queue") for card in css(browser, ".card.queue")}
     assert queues == {"root", "default", "research"}
+    # Capacity as the cluster has it: four GPUs, all held by ``train``; where each gang waits.
+    assert "GPUs: 4" in css(browser, ".card.cluster .cluster-allocatable")[0].text
+    assert "GPUs: 0" in css(browser, ".card.cluster .cluster-free")[0].text
+    research = css(browser, '.card.queue[data-queue="research"]')[0].text
+    assert "GPUs: 4 (1 gang)" in research
+    positions = [cell.text for cell in css(browser, '#jobs-table tr[data-state="queued"] .position')]
+    assert len(positions) == 3
+    assert any(text.endswith("1 gang ahead") for text in positions)
+    assert any("it can never start" in text for text in positions)
     charts = {svg.get_attribute("data-queue"): svg for svg in css(browser, "svg.timeline-svg")}
     assert set(charts) == {"default", "research"}
     assert charts["default"].size["width"] > 500
@@ -151,6 +160,7 @@ def test_queued_job_page_says_why_it_waits(browser: Any, base_url: str, scenario
     browser.get(f"{base_url}/gang/jobs/default/{scenario.name('capped')}")
     wait_for(browser, lambda d: css(d, "#job-state")[0].text == "queued", "the queued job")
     assert "queue resource quota insufficient" in css(browser, "#job-reason")[0].text
+    assert "queue research is capped at 2: it can never start" in css(browser, "#job-position")[0].text
     assert css(browser, "#progress-reason")[0].text.startswith("no progress entry")
     assert "unbound" in css(browser, "#job-pods")[0].text
 

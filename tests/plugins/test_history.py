@@ -14,12 +14,16 @@ import datetime as dt
 import json
 import os
 import textwrap
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
+import uvicorn
+from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from kubernetes import client as k8s
 
@@ -31,12 +35,17 @@ from airflow_gang.spec import GangJobSpec
 from gang_sim.cluster import SimCluster
 from tests.e2e.conftest import load_dag_file
 from tests.metadata import migrate_db
+from tests.plugins.conftest import css, script_errors, wait_for
+from tests.plugins.test_browser import free_port
 from tests.waiting import eventually
 
 DAGS = Path(os.environ["AIRFLOW__CORE__DAGS_FOLDER"])
 DAG_ID = "gang_history_scenario"
 NAMESPACE = "history"
 CONN_ID = "gang_history_cluster"
+SETTINGS = UiSettings(conn_id=CONN_ID, namespaces=(NAMESPACE,))
+# A zone far from the machine's, so a page that ignored Airflow's setting would show other hours.
+AIRFLOW_UI_TIMEZONE = "Asia/Kolkata"
 
 DAG_SOURCE = """
 import datetime as dt
@@ -116,8 +125,7 @@ def ran() -> Iterator[Ran]:
 
 @pytest.fixture(scope="module")
 def client(ran: Ran) -> Iterator[TestClient]:
-    settings = UiSettings(conn_id=CONN_ID, namespaces=(NAMESPACE,))
-    with TestClient(create_app(authenticate=False, settings_loader=lambda: settings)) as test_client:
+    with TestClient(create_app(authenticate=False, settings_loader=lambda: SETTINGS)) as test_client:
         yield test_client
 
 
@@ -183,7 +191,9 @@ def test_a_failed_job_keeps_its_failing_replica_and_exit_code(client: TestClient
     broken = next(job for job in rows(client)["jobs"] if job["name"] == ran.jobs["broken"])
     assert broken["exit_code"] == 3
     assert broken["failed_replica"] in {"Master 0", "Worker 0"}
-    assert broken["reason"]
+    assert f"Replica {broken['failed_replica']}" in broken["reason"]
+    assert "exited with code 3" in broken["reason"]
+    assert "log lines" not in broken["reason"]
 
 
 @pytest.mark.parametrize(
@@ -251,6 +261,75 @@ def test_the_timeline_draws_the_recorded_jobs_of_the_page(client: TestClient, ra
     assert len(client.get("/api/timeline?limit=1").json()["queues"][0]["jobs"]) == 1
 
 
+# -- the same, in a browser ---------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def page_url(ran: Ran) -> Iterator[str]:
+    """The app mounted at /gang as the API server mounts it, served by uvicorn."""
+    root = FastAPI()
+    root.mount("/gang", create_app(authenticate=False, settings_loader=lambda: SETTINGS))
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(root, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, name="gang-history-ui", daemon=True)
+    thread.start()
+    eventually(lambda: server.started, timeout=20, message="(uvicorn did not start)")
+    yield f"http://127.0.0.1:{port}/gang"
+    server.should_exit = True
+    thread.join(timeout=10)
+
+
+def with_airflow_timezone(browser: Any, url: str, zone: str) -> None:
+    """Open ``url`` as a user whose Airflow UI timezone is ``zone`` (Airflow keeps it in the
+    origin's localStorage, JSON-encoded)."""
+    browser.get(url)
+    browser.execute_script("window.localStorage.setItem('timezone', arguments[0]);", json.dumps(zone))
+    browser.get(url)
+
+
+def test_in_a_browser_deleted_jobs_stay_listed_in_airflows_timezone(
+    browser: Any, page_url: str, client: TestClient, ran: Ran, tmp_path: Path
+) -> None:
+    with_airflow_timezone(browser, f"{page_url}/?refresh=30", AIRFLOW_UI_TIMEZONE)
+    wait_for(browser, lambda d: len(css(d, "#jobs-table tbody tr")) == 4, "four recorded jobs")
+    rows = {row.get_attribute("data-job").split("/")[1]: row for row in css(browser, "#jobs-table tbody tr")}
+    assert set(rows) == set(ran.jobs.values())
+    assert {row.get_attribute("data-live") for row in rows.values()} == {"false"}
+    assert all("deleted" in row.text for row in rows.values())
+    badges = {row.get_attribute("data-state") for row in rows.values()}
+    assert badges == {"succeeded", "failed", "admission_timeout"}
+    assert css(browser, "#timezone")[0].text == f"times in {AIRFLOW_UI_TIMEZONE}"
+    api_rows = {job["name"]: job for job in rows_of(client)}
+    submitted = dt.datetime.fromisoformat(api_rows[ran.jobs["done"]]["queued_at"])
+    shown = rows[ran.jobs["done"]].find_element("css selector", "td.submitted").text
+    assert shown == submitted.astimezone(ZoneInfo(AIRFLOW_UI_TIMEZONE)).strftime("%Y-%m-%d %H:%M:%S")
+    assert css(browser, "#page-range")[0].text == "1\u20134 of 4"
+    assert len(css(browser, "svg.timeline-svg rect.bar-admission_timeout")) == 2
+    assert not css(browser, "#banner")[0].is_displayed()
+    browser.save_screenshot(str(tmp_path / "history-jobs.png"))
+    assert script_errors(browser) == []
+
+
+def test_in_a_browser_the_gang_job_link_of_a_deleted_job_opens_its_record(
+    browser: Any, page_url: str, ran: Ran, tmp_path: Path
+) -> None:
+    for key, state in (("done", "succeeded"), ("starved#1", "admission_timeout")):
+        browser.get(f"{page_url}/jobs/{NAMESPACE}/{ran.jobs[key]}")
+        wait_for(browser, lambda d, state=state: css(d, "#job-state")[0].text == state, f"the {key} page")
+        assert css(browser, "#recorded-note")[0].is_displayed()
+        assert not css(browser, "#banner")[0].is_displayed()
+        assert not css(browser, "#section-pods")[0].is_displayed()
+        assert css(browser, "#job-airflow a.ti-link")
+        browser.save_screenshot(str(tmp_path / f"history-{key.replace('#', '-')}.png"))
+        assert script_errors(browser) == []
+    browser.get(f"{page_url}/jobs/{NAMESPACE}/{ran.jobs['done']}")
+    wait_for(browser, lambda d: "HISTORY-MARKER" in css(d, "#job-log")[0].text, "the master's log tail")
+
+
+def rows_of(client: TestClient, query: str = "") -> list[dict[str, Any]]:
+    return list(rows(client, query)["jobs"])
+
+
 # -- a job placed pod by pod (no gang) that holds part of what it needs -------------------------
 
 
@@ -289,3 +368,21 @@ def test_a_partly_placed_job_without_gang_is_stuck_holding_its_gpus(ran: Ran, cl
     assert rows(client, "?all=true&state=stuck")["total"] == 1
     timeline = client.get("/api/timeline?all=true&state=stuck").json()
     assert [entry["gang_state"] for queue in timeline["queues"] for entry in queue["jobs"]] == ["stuck"]
+
+
+def test_in_a_browser_the_stuck_job_is_shown_stuck(
+    browser: Any, page_url: str, client: TestClient, tmp_path: Path
+) -> None:
+    if not rows(client, "?all=true&state=stuck")["total"]:
+        pytest.skip("needs the stuck job of the test above (run the module whole)")
+    browser.get(f"{page_url}/?all=true&state=stuck&refresh=30")
+    wait_for(browser, lambda d: len(css(d, "#jobs-table tbody tr")) == 1, "the stuck job")
+    row = css(browser, "#jobs-table tbody tr")[0]
+    assert row.get_attribute("data-state") == "stuck"
+    assert "holding 3/4 GPUs (no gang)" in row.find_element("css selector", "td.reason").get_attribute(
+        "title"
+    )
+    assert len(css(browser, "svg.timeline-svg rect.bar-stuck")) == 1
+    assert not css(browser, "svg.timeline-svg rect.bar-running")
+    browser.save_screenshot(str(tmp_path / "stuck.png"))
+    assert script_errors(browser) == []

@@ -10,8 +10,34 @@
   const params = new URLSearchParams(window.location.search);
   const REFRESH_MS = Math.max(1, Number(params.get("refresh")) || 5) * 1000;
   const SVG_NS = "http://www.w3.org/2000/svg";
+  const PAGE_SIZE = 100;
+  const ENDED = ["succeeded", "failed", "admission_timeout", "timed_out", "lost", "killed", "gone"];
+  const RANGES = { "1h": 3600, "24h": 86400, "7d": 7 * 86400, "30d": 30 * 86400 };
   let paused = false;
   let timer = null;
+  let offset = 0;
+
+  // Times as Airflow's UI shows them: in the timezone its user chose (Airflow keeps it in this
+  // origin's localStorage under "timezone"; the browser's own zone until one is chosen), 24-hour.
+  function airflowTimezone() {
+    const fallback = Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC";
+    let zone = null;
+    try {
+      const raw = window.localStorage.getItem("timezone");
+      if (raw) {
+        try { zone = JSON.parse(raw); } catch (error) { zone = raw; }
+      }
+      new Intl.DateTimeFormat("en-US", { timeZone: zone || fallback });
+    } catch (error) {
+      zone = null;
+    }
+    return typeof zone === "string" && zone ? zone : fallback;
+  }
+  const TIMEZONE = airflowTimezone();
+  const CLOCK = new Intl.DateTimeFormat("en-GB", {
+    timeZone: TIMEZONE, year: "numeric", month: "2-digit", day: "2-digit",
+    hour: "2-digit", minute: "2-digit", second: "2-digit", hourCycle: "h23",
+  });
 
   // --- small helpers ------------------------------------------------------------------------
 
@@ -55,10 +81,27 @@
     return `${Math.floor(s / 3600)}h ${String(Math.floor((s % 3600) / 60)).padStart(2, "0")}m`;
   }
 
+  function parts(date) {
+    return Object.fromEntries(CLOCK.formatToParts(date).map((part) => [part.type, part.value]));
+  }
+
   function when(iso) {
     if (!iso) return "–";
     const date = new Date(iso);
-    return Number.isNaN(date.getTime()) ? String(iso) : date.toLocaleString();
+    if (Number.isNaN(date.getTime())) return String(iso);
+    const p = parts(date);
+    return `${p.year}-${p.month}-${p.day} ${p.hour}:${p.minute}:${p.second}`;
+  }
+
+  function clockTime(date) {
+    const p = parts(date);
+    return `${p.hour}:${p.minute}:${p.second}`;
+  }
+
+  function gpuHours(seconds) {
+    if (seconds === null || seconds === undefined) return "–";
+    const hours = Number(seconds) / 3600;
+    return hours >= 10 ? hours.toFixed(0) : hours >= 0.01 ? hours.toFixed(2) : "<0.01";
   }
 
   function jobUrl(namespace, name) {
@@ -149,7 +192,7 @@
     clearTimeout(timer);
     try {
       await load();
-      document.getElementById("refreshed").textContent = `updated ${new Date().toLocaleTimeString()}`;
+      document.getElementById("refreshed").textContent = `updated ${clockTime(new Date())}`;
     } finally {
       if (!paused) timer = setTimeout(() => tick(load), REFRESH_MS);
     }
@@ -171,13 +214,25 @@
   const filterForm = document.getElementById("filters");
   const FILTERS = ["namespace", "queue", "state", "dag_id"];
 
+  // The filters as the page's own URL keeps them (a time range stays relative: "24h").
   function currentFilters() {
     const query = new URLSearchParams();
-    for (const key of FILTERS) {
+    for (const key of [...FILTERS, "range"]) {
       const value = filterForm.elements[key].value;
       if (value) query.set(key, value);
     }
     if (filterForm.elements.all.checked) query.set("all", "true");
+    return query;
+  }
+
+  // The same filters for the API: a range becomes "since" that many seconds ago; one page.
+  function apiQuery() {
+    const query = currentFilters();
+    const range = query.get("range");
+    query.delete("range");
+    if (RANGES[range]) query.set("since", new Date(Date.now() - RANGES[range] * 1000).toISOString());
+    query.set("limit", String(PAGE_SIZE));
+    query.set("offset", String(offset));
     return query;
   }
 
@@ -203,21 +258,32 @@
   }
 
   function jobRow(job) {
-    const finished = job.state === "succeeded" || job.state === "failed";
+    const finished = ENDED.includes(job.state) || !job.live;
     const replicas = finished ? `${job.replicas_total} replicas` : `${job.replicas_running}/${job.replicas_total} running` +
       (job.replicas_bound !== job.replicas_running ? `, ${job.replicas_bound} bound` : "");
-    return el("tr", { dataset: { job: `${job.namespace}/${job.name}`, state: job.state } },
-      el("td", { class: "name" }, el("a", { href: jobUrl(job.namespace, job.name), class: "job-link" }, job.name)),
+    const deleted = job.live ? null : el("span", { class: "deleted", title: "its objects were deleted; as its task recorded it" }, "deleted");
+    return el("tr", { dataset: { job: `${job.namespace}/${job.name}`, state: job.state, live: String(job.live) } },
+      el("td", { class: "name" }, el("a", { href: jobUrl(job.namespace, job.name), class: "job-link" }, job.name), deleted),
       el("td", {}, job.namespace),
       el("td", {}, job.queue || "–"),
       el("td", {}, badge(job.state)),
+      el("td", { class: "num submitted" }, when(job.queued_at || job.created_at)),
       el("td", {}, job.podgroup_phase || "–"),
       el("td", {}, job.job_condition || "–"),
       el("td", { class: "num", title: JSON.stringify(job.replicas) }, replicas),
       el("td", { class: "num" }, duration(job.queued_seconds)),
       el("td", { class: "num" }, duration(job.run_seconds)),
+      el("td", { class: "num gpu-hours", title: job.gpus ? `${job.gpus} GPUs` : "no GPUs" }, gpuHours(job.gpu_seconds)),
       el("td", { class: "reason", title: job.reason || "" }, el("span", {}, job.reason || "")),
       el("td", {}, airflowCell(job.airflow)));
+  }
+
+  function renderPager(data) {
+    const first = data.total ? data.offset + 1 : 0;
+    const last = Math.min(data.offset + data.jobs.length, data.total);
+    document.getElementById("page-range").textContent = `${first}–${last} of ${data.total}`;
+    document.getElementById("prev-page").disabled = data.offset <= 0;
+    document.getElementById("next-page").disabled = last >= data.total;
   }
 
   function renderJobs(data) {
@@ -227,22 +293,56 @@
     fillSelect(filterForm.elements.dag_id, data.dag_ids);
     const tbody = clear(document.querySelector("#jobs-table tbody"));
     tbody.append(...data.jobs.map(jobRow));
-    document.getElementById("job-count").textContent = `(${data.total})`;
+    document.getElementById("job-count").textContent = `(${data.total}, ${data.live} live)`;
     document.getElementById("no-jobs").hidden = data.total > 0;
+    renderPager(data);
+  }
+
+  const GPU = "nvidia.com/gpu";
+
+  function resources(map) {
+    return Object.entries(map || {}).map(([k, v]) => `${k === GPU ? "GPUs" : k}: ${v}`).join(", ") || "–";
   }
 
   function renderQueues(data) {
     const box = clear(document.getElementById("queues"));
+    const cluster = data.cluster || {};
+    if (Object.keys(cluster).length) {
+      const line = (key) => Object.entries(cluster).map(([name, use]) =>
+        `${name === GPU ? "GPUs" : name}: ${use[key] ?? "?"}`).join(", ");
+      box.append(el("div", { class: "card cluster", dataset: { queue: "" } },
+        el("h3", {}, "Cluster"),
+        el("dl", {},
+          el("dt", {}, "allocatable"), el("dd", { class: "cluster-allocatable" }, line("allocatable")),
+          el("dt", {}, "allocated"), el("dd", { class: "cluster-allocated" }, line("allocated")),
+          el("dt", {}, "free"), el("dd", { class: "cluster-free" }, line("free")))));
+    }
     for (const queue of data.queues) {
       const counts = Object.entries(queue.podgroups).filter(([, n]) => n > 0)
         .map(([phase, n]) => `${n} ${phase}`).join(", ") || "none";
-      const resources = (map) => Object.entries(map || {}).map(([k, v]) => `${k}: ${v}`).join(", ") || "–";
+      const entries = [
+        ["capability", queue.capability && Object.keys(queue.capability).length ? resources(queue.capability) : "unlimited"],
+        queue.deserved ? ["deserved", resources(queue.deserved)] : null,
+        queue.guarantee ? ["guarantee", resources(queue.guarantee)] : null,
+        ["allocated", resources(queue.allocated)],
+        ["waiting gangs need", queue.waiting_gangs ? `${resources(queue.pending)} (${queue.waiting_gangs} ${queue.waiting_gangs === 1 ? "gang" : "gangs"})` : "–"],
+        ["free to it", resources(queue.free)],
+        ["PodGroups", counts],
+      ].filter(Boolean);
       box.append(el("div", { class: "card queue", dataset: { queue: queue.name } },
         el("h3", {}, queue.name, " ", badge(queue.state, "queue")),
-        el("dl", {},
-          el("dt", {}, "capability"), el("dd", {}, resources(queue.capability) === "–" ? "unlimited" : resources(queue.capability)),
-          el("dt", {}, "allocated"), el("dd", {}, resources(queue.allocated)),
-          el("dt", {}, "PodGroups"), el("dd", {}, counts))));
+        el("dl", {}, entries.flatMap(([k, v]) => [el("dt", {}, k), el("dd", { class: `queue-${k.replaceAll(" ", "-")}` }, v)]))));
+    }
+  }
+
+  // Each waiting gang's place in its queue (Volcano's order), under the row's reason.
+  function renderPositions(data) {
+    const places = new Map((data.waiting || []).map((gang) => [`${gang.namespace}/${gang.name}`, gang]));
+    for (const row of document.querySelectorAll("#jobs-table tbody tr")) {
+      const gang = places.get(row.dataset.job);
+      const cell = row.querySelector("td.reason");
+      if (!gang || !cell || row.dataset.state !== "queued") continue;
+      cell.append(el("div", { class: "position" }, gang.summary));
     }
   }
 
@@ -280,19 +380,29 @@
       if (!single) {
         link.append(svg("text", { x: label - 8, y: y + 16, "text-anchor": "end", class: "label" }, job.name));
       }
+      const state = job.gang_state || job.state;
+      if (state === "stuck") {  // no gang: part of its pods hold GPUs while the rest wait
+        link.append(svg("rect", {
+          x: x(queued), y: y + 4, width: Math.max(x(now) - x(queued), 2), height: row - 8, class: "bar bar-stuck",
+        }, svg("title", {}, `${job.name}: ${job.reason || "stuck"}`)));
+        chart.append(link);
+        return;
+      }
       const queuedEnd = admitted || finished || now;
+      // A gang never admitted ends in its own colour (admission timeout, killed...), else grey.
+      const waitClass = !admitted && ENDED.includes(state) ? state : "queued";
       link.append(svg("rect", {
         x: x(queued), y: y + 4, width: Math.max(x(queuedEnd) - x(queued), 2), height: row - 8,
-        class: "bar bar-queued",
-      }, svg("title", {}, `${job.name}: queued ${duration(((queuedEnd) - queued) / 1000)}` +
+        class: `bar bar-${waitClass}`,
+      }, svg("title", {}, `${job.name}: ${waitClass === "queued" ? "queued" : state} ${duration(((queuedEnd) - queued) / 1000)}` +
         (job.reason && !admitted ? ` — ${job.reason}` : ""))));
       if (admitted) {
-        const state = ["succeeded", "failed"].includes(job.state) ? job.state : "running";
+        const runClass = ENDED.includes(state) ? state : "running";
         const runEnd = finished || now;
         link.append(svg("rect", {
           x: x(admitted), y: y + 4, width: Math.max(x(runEnd) - x(admitted), 2), height: row - 8,
-          class: `bar bar-${state}`,
-        }, svg("title", {}, `${job.name}: ${state} ${duration((runEnd - admitted) / 1000)}`)));
+          class: `bar bar-${runClass}`,
+        }, svg("title", {}, `${job.name}: ${runClass} ${duration((runEnd - admitted) / 1000)}`)));
       }
       chart.append(link);
     });
@@ -311,14 +421,14 @@
   }
 
   async function loadJobsView() {
-    const query = currentFilters().toString();
-    const suffix = query ? `?${query}` : "";
+    const suffix = `?${apiQuery().toString()}`;
     const [jobs, queues, timeline] = await Promise.allSettled([
       api(`/jobs${suffix}`), api("/queues"), api(`/timeline${suffix}`),
     ]);
     const failures = [jobs, queues, timeline].filter((r) => r.status === "rejected").map((r) => r.reason);
     if (jobs.status === "fulfilled") renderJobs(jobs.value);
     if (queues.status === "fulfilled") renderQueues(queues.value);
+    if (jobs.status === "fulfilled" && queues.status === "fulfilled") renderPositions(queues.value);
     if (timeline.status === "fulfilled") renderTimelines(timeline.value);
     const warnings = [jobs, queues, timeline].filter((r) => r.status === "fulfilled")
       .flatMap((r) => r.value.warnings || []);
@@ -333,10 +443,20 @@
       const value = params.get(key);
       if (value) fillSelect(filterForm.elements[key], [], value);
     }
+    if (RANGES[params.get("range")]) filterForm.elements.range.value = params.get("range");
     filterForm.elements.all.checked = params.get("all") === "true";
     filterForm.addEventListener("change", () => {
+      offset = 0;
       const query = currentFilters().toString();
       window.history.replaceState(null, "", `${window.location.pathname}${query ? `?${query}` : ""}`);
+      tick(loadJobsView);
+    });
+    document.getElementById("prev-page").addEventListener("click", () => {
+      offset = Math.max(0, offset - PAGE_SIZE);
+      tick(loadJobsView);
+    });
+    document.getElementById("next-page").addEventListener("click", () => {
+      offset += PAGE_SIZE;
       tick(loadJobsView);
     });
     setupPause(loadJobsView);
@@ -372,11 +492,19 @@
       card("Job", [["condition", job.job_condition], ["replicas", Object.entries(job.replicas).map(([k, v]) => `${v} ${k}`).join(", ")],
         ["running", `${job.replicas_running}/${job.replicas_total}`], ["bound", `${job.replicas_bound}/${job.replicas_total}`]]),
       card("Time", [["submitted", when(job.queued_at)], ["queued", duration(job.queued_seconds)],
-        ["ran", duration(job.run_seconds)], ["finished", when(job.finished_at)]]),
+        ["ran", duration(job.run_seconds)], ["finished", when(job.finished_at)],
+        ["GPU-hours", gpuHours(job.gpu_seconds)]]),
     );
+    if (job.failed_replica || job.exit_code !== undefined && job.exit_code !== null) {
+      document.getElementById("job-cards").append(card("Failure", [["replica", job.failed_replica], ["exit code", job.exit_code]]));
+    }
+    if (job.position) {
+      document.getElementById("job-cards").append(
+        el("div", { class: "card position-card" }, el("h3", {}, "Place in queue"), el("p", { id: "job-position" }, job.position.summary)));
+    }
     if (job.reason) {
       document.getElementById("job-cards").append(
-        el("div", { class: "card reason-card" }, el("h3", {}, job.state === "failed" ? "Why it failed" : "Why it waits"),
+        el("div", { class: "card reason-card" }, el("h3", {}, ENDED.includes(job.state) ? "How it ended" : job.state === "stuck" ? "Why it is stuck" : "Why it waits"),
           el("p", { id: "job-reason" }, job.reason)));
     }
 
@@ -390,6 +518,14 @@
     } else {
       airflow.append(el("p", { class: "muted" }, "This PyTorchJob was not submitted by Airflow."));
     }
+
+    const recorded = data.recorded;
+    const note = document.getElementById("recorded-note");
+    note.hidden = !recorded;
+    note.textContent = recorded ? `Deleted: ${recorded.message} (recorded ${when(recorded.recorded_at)}).` : "";
+    for (const section of document.querySelectorAll(".cluster-only")) section.hidden = Boolean(recorded);
+    document.getElementById("section-log").hidden = !(recorded && recorded.log_tail);
+    document.getElementById("job-log").textContent = (recorded && recorded.log_tail) || "";
 
     const progress = clear(document.getElementById("job-progress"));
     if (data.progress && data.progress.value !== null && data.progress.value !== undefined) {
@@ -448,6 +584,7 @@
     tick(loadJobView);
   }
 
+  document.getElementById("timezone").textContent = `times in ${TIMEZONE}`;
   if (VIEW === "job") startJobView();
   else startJobsView();
 })();
