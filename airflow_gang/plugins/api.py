@@ -11,6 +11,11 @@
     One job: conditions, PodGroup, replica statuses, pods, recent events, identity labels, the
     task instance (with a link into Airflow's UI) and its task state store ``progress`` entry.
     A deleted job answers what its task recorded (``recorded``: when, and the master's log tail).
+``POST /api/jobs/{namespace}/{name}/{action}``
+    ``delete``, ``suspend`` or ``resume`` a live job an Airflow task submitted (`actions`): 403
+    unless the auth manager lets the user change the DAG's task instances; 409 when the job's
+    state does not allow it; recorded in Airflow's audit log. Needs the ``X-Requested-By``
+    header, which no cross-site form can send.
 ``GET /api/queues``
     Volcano queues: state, capability, allocated, PodGroups by phase.
 ``GET /api/timeline``
@@ -27,8 +32,9 @@ request), 502 (the cluster failed or is unreachable), 503 (CRDs or the connectio
 from collections.abc import Callable
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Depends, Header, Query
 
+from airflow_gang.plugins.actions import CSRF_HEADER
 from airflow_gang.plugins.errors import PageError, classify
 from airflow_gang.plugins.job_filter import DEFAULT_PAGE_SIZE, JobFilter
 from airflow_gang.plugins.service import GangPageService
@@ -75,6 +81,18 @@ def api_router(service_dependency: Callable[..., GangPageService]) -> APIRouter:
     @router.get("/jobs/{namespace}/{name}")
     def get_job(service: Service, namespace: str, name: str) -> JsonDict:
         return _answer(service, lambda: service.job(namespace, name))
+
+    @router.post("/jobs/{namespace}/{name}/{action}")
+    def act(
+        service: Service,
+        namespace: str,
+        name: str,
+        action: str,
+        requested_by: Annotated[str | None, Header(alias=CSRF_HEADER)] = None,
+    ) -> JsonDict:
+        if not requested_by:
+            raise PageError(400, "bad_request", f"an action needs the {CSRF_HEADER} header (CSRF protection)")
+        return _answer(service, lambda: service.act(namespace, name, action))
 
     @router.get("/queues")
     def list_queues(service: Service) -> JsonDict:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_gang.naming import LABEL_PREFIX
+from airflow_gang.plugins import actions
 from airflow_gang.plugins.access import Access
 from airflow_gang.plugins.capacity_reader import read_capacity
 from airflow_gang.plugins.cluster_reader import ClusterReader, JobRecord
@@ -244,6 +245,36 @@ class GangPageService:
             "warnings": self.warnings,
             "generated_at": now.isoformat(),
         }
+
+    def act(self, namespace: str, name: str, action: str) -> JsonDict:
+        """Delete, suspend or resume a live job (`actions`), if the viewer may change its DAG."""
+        self._check_namespace(namespace)
+        record = self.reader.job(namespace, name)
+        if record is None:
+            raise PageError(404, "not_found", f"PyTorchJob {namespace}/{name} does not exist (any more)")
+        label, identity = self._identities([record])[record.job["metadata"].get("uid") or record.name]
+        if label is None or identity is None:
+            raise PageError(
+                403,
+                "not_airflows",
+                f"PyTorchJob {namespace}/{name} was not submitted by an Airflow task, so no DAG's "
+                "permissions cover it: change it with kubectl",
+            )
+        if not self._visible(identity):
+            raise PageError(404, "not_found", f"PyTorchJob {namespace}/{name} does not exist (any more)")
+        if not self.access.can_edit_dag(identity):
+            raise PageError(
+                403,
+                "not_permitted",
+                f"{self.access.user_name} may not {action} jobs of DAG {identity.dag_id!r}: that needs "
+                "permission to change its task instances (as clearing or marking them does); ask an "
+                "Airflow admin for it",
+            )
+        summary = job_summary(record.job, record.podgroup, record.pods, _now())
+        actions.check_allowed(action, record, summary)
+        outcome = actions.perform(action, record, summary, self.reader.hook, self.access.user_name)
+        actions.audit(action, identity, record, self.access.user_name, outcome)
+        return {"action": action, "name": name, "namespace": namespace, "message": outcome}
 
     def _recorded_job(self, namespace: str, name: str, not_found: PageError) -> JsonDict:
         """A job whose objects are gone, as its task recorded it (404 if none did)."""

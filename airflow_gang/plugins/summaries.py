@@ -346,6 +346,7 @@ def job_summary(
         "uid": metadata.get("uid"),
         "created_at": metadata.get("creationTimestamp"),
         "deleting": bool(metadata.get("deletionTimestamp")),
+        "suspended": bool(((job.get("spec") or {}).get("runPolicy") or {}).get("suspend")),
         "queue": status.queue,
         "state": STUCK if stuck else status.phase.value,
         "job_condition": status.job_condition,

@@ -26,6 +26,8 @@ from tests.plugins.conftest import ADMITTED_PHASES, Scenario, css, wait_for
 
 STARTUP_TIMEOUT = 180.0
 VIEWER_PASSWORD = "gang-viewer-password"
+EDITOR_PASSWORD = "gang-editor-password"
+ACTION_HEADERS = {"X-Requested-By": "test"}
 
 
 def free_port() -> int:
@@ -48,14 +50,15 @@ def api_server(scenario: Scenario, tmp_path_factory: pytest.TempPathFactory) -> 
     workdir = tmp_path_factory.mktemp("api-server")
     log = workdir / "api-server.log"
     passwords = workdir / "passwords.json"
-    passwords.write_text(json.dumps({"viewer": VIEWER_PASSWORD}))
+    passwords.write_text(json.dumps({"viewer": VIEWER_PASSWORD, "editor": EDITOR_PASSWORD}))
     port = free_port()
     env = {
         **os.environ,
         "AIRFLOW__CORE__AUTH_MANAGER": "airflow.api_fastapi.auth.managers.simple.simple_auth_manager."
         "SimpleAuthManager",
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "False",
-        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "viewer:viewer",
+        # Airflow's simple auth manager roles: a viewer reads, a user may also change DAG runs.
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "viewer:viewer,editor:user",
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords),
         "AIRFLOW__API__BASE_URL": f"http://127.0.0.1:{port}",
     }
@@ -94,14 +97,24 @@ def api_server(scenario: Scenario, tmp_path_factory: pytest.TempPathFactory) -> 
                 process.wait(timeout=10)
 
 
-@pytest.fixture(scope="module")
-def token(api_server: str) -> str:
-    """A JWT of the read-only ``viewer`` user."""
+def sign_in(api_server: str, username: str, password: str) -> str:
     answer = httpx.post(
-        f"{api_server}/auth/token", json={"username": "viewer", "password": VIEWER_PASSWORD}, timeout=30
+        f"{api_server}/auth/token", json={"username": username, "password": password}, timeout=30
     )
     assert answer.status_code == 201, answer.text
     return str(answer.json()["access_token"])
+
+
+@pytest.fixture(scope="module")
+def token(api_server: str) -> str:
+    """A JWT of the read-only ``viewer`` user."""
+    return sign_in(api_server, "viewer", VIEWER_PASSWORD)
+
+
+@pytest.fixture(scope="module")
+def editor_token(api_server: str) -> str:
+    """A JWT of ``editor``, whose role may change DAG runs and task instances."""
+    return sign_in(api_server, "editor", EDITOR_PASSWORD)
 
 
 def test_nav_entry_and_app_are_registered(api_server: str, token: str) -> None:
@@ -176,3 +189,46 @@ def test_page_in_airflows_own_ui(
     browser.switch_to.default_content()
     browser.save_screenshot(str(tmp_path / "airflow-ui-gang-jobs.png"))
     print(f"screenshot: {tmp_path / 'airflow-ui-gang-jobs.png'}")
+
+
+def test_a_viewer_may_not_delete_a_job_and_an_editor_passes_the_check(
+    api_server: str, token: str, editor_token: str, scenario: Scenario
+) -> None:
+    train = scenario.name("train")
+    url = f"{api_server}/gang/api/jobs/default/{train}"
+    refused = httpx.post(
+        f"{url}/delete", headers={"Authorization": f"Bearer {token}", **ACTION_HEADERS}, timeout=60
+    )
+    assert refused.status_code == 403, refused.text
+    error = refused.json()["error"]
+    assert error["kind"] == "not_permitted"
+    assert f"viewer may not delete jobs of DAG '{scenario.dag_id}'" in error["message"]
+    still = httpx.get(url, headers={"Authorization": f"Bearer {token}"}, timeout=60)
+    assert still.json()["job"]["state"] == "running"
+    # The editor is let through to the job's own rules: a running job has nothing to resume.
+    allowed = httpx.post(
+        f"{url}/resume", headers={"Authorization": f"Bearer {editor_token}", **ACTION_HEADERS}, timeout=60
+    )
+    assert allowed.status_code == 409, allowed.text
+    assert "is not suspended" in allowed.json()["error"]["message"]
+    anonymous = httpx.post(f"{url}/delete", headers=ACTION_HEADERS, timeout=60)
+    assert anonymous.status_code == 401
+
+
+def test_in_a_browser_a_viewers_delete_is_refused_with_the_reason(
+    browser: Any, api_server: str, token: str, scenario: Scenario, tmp_path: Path
+) -> None:
+    train = scenario.name("train")
+    browser.get(f"{api_server}/api/v2/monitor/health")  # the origin, to set its cookie
+    browser.add_cookie({"name": "_token", "value": token, "path": "/"})
+    browser.get(f"{api_server}/gang/jobs/default/{train}?refresh=60")
+    buttons = wait_for(
+        browser, lambda d: css(d, '#job-actions button[data-action="delete"]'), "a delete button"
+    )
+    buttons[0].click()
+    browser.switch_to.alert.accept()  # "Delete PyTorchJob ...?"
+    wait_for(browser, lambda d: css(d, "#banner")[0].is_displayed(), "the refusal")
+    assert css(browser, "#banner-title")[0].text == "Not allowed."
+    assert "viewer may not delete jobs of DAG" in css(browser, "#banner-message")[0].text
+    assert css(browser, "#job-state")[0].text == "running"
+    browser.save_screenshot(str(tmp_path / "viewer-refused.png"))

@@ -151,6 +151,65 @@
     return data;
   }
 
+  // Delete, suspend or resume a job (POST /api/jobs/<ns>/<name>/<action>); the server checks
+  // the user may change the job's DAG and writes Airflow's audit log.
+  async function act(job, action) {
+    const path = `/jobs/${encodeURIComponent(job.namespace)}/${encodeURIComponent(job.name)}/${action}`;
+    let response;
+    try {
+      response = await fetch(`${ROOT}/api${path}`, {
+        method: "POST",
+        credentials: "same-origin",
+        headers: { Accept: "application/json", "X-Requested-By": "gang-jobs-page" },
+        cache: "no-store",
+      });
+    } catch (error) {
+      throw new ApiError(0, "network", `the Airflow API server did not answer (${error.message})`);
+    }
+    const data = await response.json().catch(() => null);
+    if (!response.ok) {
+      const problem = (data && data.error) || {};
+      throw new ApiError(response.status, problem.kind || `http_${response.status}`,
+        problem.message || (data && data.detail) || `HTTP ${response.status}`);
+    }
+    return data;
+  }
+
+  const CONFIRM = {
+    delete: (job) => `Delete PyTorchJob ${job.namespace}/${job.name} and its PodGroup? ` +
+      "The Airflow task waiting for it fails (or, with retries left, trains again with a new job).",
+    suspend: (job) => `Suspend PyTorchJob ${job.namespace}/${job.name}? Its pods are deleted; it keeps its place in Airflow.`,
+    resume: (job) => `Resume PyTorchJob ${job.namespace}/${job.name}? It queues for its gang again.`,
+  };
+
+  function actionButtons(job, noteId, reload) {
+    if (!job.live || !job.managed) return null;
+    const finished = job.state === "succeeded" || job.state === "failed";
+    const choices = job.suspended ? ["resume", "delete"] : finished ? ["delete"] : ["suspend", "delete"];
+    return el("span", { class: "actions" }, choices.map((action) => {
+      const button = el("button", { type: "button", class: action === "delete" ? "danger" : null,
+        dataset: { action } }, action);
+      button.addEventListener("click", async () => {
+        if (!window.confirm(CONFIRM[action](job))) return;
+        const note = document.getElementById(noteId);
+        try {
+          const done = await act(job, action);
+          note.textContent = done.message;
+          note.hidden = false;
+          pinnedError = null;
+          hideError();
+        } catch (error) {
+          showError(error);  // kept until the user acts again: a refresh does not hide it
+          pinnedError = error;
+          return;
+        }
+        pinnedError = null;
+        reload();
+      });
+      return button;
+    }));
+  }
+
   const TITLES = {
     unreachable: "Kubernetes cluster unreachable.",
     crd_missing: "Required CRDs are not installed.",
@@ -159,6 +218,10 @@
     connection: "The Kubernetes connection is not usable.",
     api_error: "The Kubernetes API failed.",
     not_found: "Not found.",
+    not_permitted: "Not allowed.",
+    not_airflows: "Not an Airflow job.",
+    conflict: "Not possible now.",
+    bad_request: "Bad request.",
     namespace_not_shown: "Namespace not shown.",
     network: "No answer.",
     internal: "Internal error.",
@@ -175,8 +238,12 @@
     banner.hidden = false;
   }
 
+  // A refused action's explanation stays up through the page's refreshes.
+  let pinnedError = null;
+
   function hideError() {
-    document.getElementById("banner").hidden = true;
+    if (pinnedError) showError(pinnedError);
+    else document.getElementById("banner").hidden = true;
   }
 
   function showWarnings(warnings) {
@@ -275,7 +342,8 @@
       el("td", { class: "num" }, duration(job.run_seconds)),
       el("td", { class: "num gpu-hours", title: job.gpus ? `${job.gpus} GPUs` : "no GPUs" }, gpuHours(job.gpu_seconds)),
       el("td", { class: "reason", title: job.reason || "" }, el("span", {}, job.reason || "")),
-      el("td", {}, airflowCell(job.airflow)));
+      el("td", {}, airflowCell(job.airflow)),
+      el("td", {}, actionButtons(job, "rows-action-note", () => tick(loadJobsView))));
   }
 
   function renderPager(data) {
@@ -519,6 +587,8 @@
       airflow.append(el("p", { class: "muted" }, "This PyTorchJob was not submitted by Airflow."));
     }
 
+    clear(document.getElementById("job-actions")).append(
+      actionButtons(job, "action-note", () => tick(loadJobView)) || "");
     const recorded = data.recorded;
     const note = document.getElementById("recorded-note");
     note.hidden = !recorded;
