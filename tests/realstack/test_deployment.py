@@ -172,6 +172,18 @@ def test_without_gangs_the_pool_deadlocks_and_admission_timeouts_clear_it(
     stack: AirflowStack, api: k8s.ApiClient
 ) -> None:
     run_id = stack.client.trigger("rs_no_gang_sweep")
+
+    # While it deadlocks, the Gang jobs page shows partly placed jobs as stuck, holding GPUs,
+    # and the cluster's GPUs as held although no PodGroup exists.
+    def stuck_jobs() -> list[dict[str, Any]]:
+        page = stack.client.call("GET", "/gang/api/jobs?dag_id=rs_no_gang_sweep&state=stuck")
+        return list(page["jobs"])
+
+    stuck = eventually(stuck_jobs, timeout=120, message="no job was shown stuck")
+    assert all("(no gang)" in job["reason"] and job["replicas_bound"] > 0 for job in stuck), stuck
+    held = stack.client.call("GET", "/gang/api/queues")["cluster"]["nvidia.com/gpu"]
+    assert held["allocatable"] == "4"
+    assert held["allocated"] != "0", held
     stack.client.wait_for_run("rs_no_gang_sweep", run_id, timeout=SWEEP_TIMEOUT)
     final = states(stack, "rs_no_gang_sweep", run_id)
     assert set(final) <= {"success", "failed"}, final
@@ -329,6 +341,19 @@ def test_an_admission_timeout_is_retried_and_the_retry_gets_the_gang(
     first = stack.client.task_log("rs_retry_after_timeout", run_id, "train", 1)
     assert "GangAdmissionTimeout" in first, first[-3000:]
     delete_blocker(api, blocker)
+    # The Gang jobs page, served by this stack's API server, still lists both jobs once both are
+    # deleted (the admission timeout's by the trigger, the success's by delete_on_finish): one
+    # row per try, each as its try recorded it, from the deferred waits' ends in the workers.
+    eventually(lambda: not jobs_of(api, "rs_retry_after_timeout"), timeout=30, message="jobs left")
+    page = stack.client.call("GET", "/gang/api/jobs?dag_id=rs_retry_after_timeout")
+    tries = {job["airflow"]["try_number"]: job for job in page["jobs"] if job["airflow"]["run_id"] == run_id}
+    assert set(tries) == set(range(1, ti["try_number"] + 1)), page["jobs"]
+    assert tries[1]["state"] == "admission_timeout"
+    assert tries[ti["try_number"]]["state"] == "succeeded"
+    assert all(not job["live"] for job in tries.values())
+    recorded = stack.client.call("GET", f"/gang/api/jobs/default/{tries[1]['name']}")
+    assert recorded["recorded"] is not None
+    assert recorded["airflow"]["task_instance"]["state"] == "success"
 
 
 def cluster_blocker(api: k8s.ApiClient, seconds: float) -> str:
