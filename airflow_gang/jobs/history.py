@@ -7,7 +7,9 @@ after its objects are gone. Retries of a task instance share its state store ent
 admission timeout followed by a retry leaves two records: one per try's job.
 
 Records are small (no log): the master's tail of each job is kept under ``gang_log_tail``
-(by job uid) for the job page only. Everything here is pure.
+(by job uid) for the job page only. A sensor waiting for a job another task submitted writes
+``gang_waits_for`` (`waits_for`), so the page can link the task that waits. Everything here is
+pure.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from airflow_gang.timeline import parse_time
 JsonDict = dict[str, Any]
 HISTORY_KEY = "gang_history"
 LOG_TAIL_KEY = "gang_log_tail"
+# A sensor's entry naming the job it waits for, so the job's page can link the task that waits.
+WAITS_FOR_KEY = "gang_waits_for"
 GPU = "nvidia.com/gpu"
 # A task instance with more jobs than this (a long retry storm) keeps its newest ones.
 MAX_RECORDS = 50
@@ -36,6 +40,11 @@ MAX_REASON_CHARS = 2_000
 # the page joins it with the live cluster, or with the task instance's state once it is gone.
 SUBMITTED = "submitted"
 ENDED_STATES = ("succeeded", "failed", "admission_timeout", "lost", "killed", "timed_out")
+
+
+def waits_for(name: str, namespace: str, wait_for: str) -> JsonDict:
+    """A sensor's ``gang_waits_for`` entry: the job it waits for, and for what."""
+    return {"name": name, "namespace": namespace, "wait_for": wait_for}
 
 
 def gang_resources(job: JsonDict) -> dict[str, float]:

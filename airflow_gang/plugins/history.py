@@ -18,7 +18,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_gang.jobs.history import ENDED_STATES, GPU, HISTORY_KEY, LOG_TAIL_KEY, SUBMITTED
+from airflow_gang.jobs.history import ENDED_STATES, GPU, HISTORY_KEY, LOG_TAIL_KEY, SUBMITTED, WAITS_FOR_KEY
 from airflow_gang.plugins.identity import TaskIdentity
 
 log = logging.getLogger(__name__)
@@ -146,6 +146,50 @@ class HistoryReader:
         except Exception as error:
             log.warning("gang UI: cannot read the job history from the metadata DB: %s", error)
             return None, None
+
+    def waiters(self, namespace: str, name: str) -> list[tuple[TaskIdentity, str | None]]:
+        """The sensors' task instances that wait for job ``namespace/name``, with their states."""
+        if _unsupported_backend():
+            return []
+        try:
+            from airflow.models.task_state_store import TaskStateStoreModel as Store
+            from airflow.models.taskinstance import TaskInstance as TI
+            from airflow.utils.session import create_session
+            from sqlalchemy import and_, select
+
+            query = (
+                select(Store.dag_id, Store.run_id, Store.task_id, Store.map_index, Store.value, TI.state)
+                .outerjoin(
+                    TI,
+                    and_(
+                        TI.dag_id == Store.dag_id,
+                        TI.run_id == Store.run_id,
+                        TI.task_id == Store.task_id,
+                        TI.map_index == Store.map_index,
+                    ),
+                )
+                .where(Store.key == WAITS_FOR_KEY, Store.value.like(f'%"{name}"%'))
+            )
+            with create_session() as session:
+                rows = session.execute(query).all()
+        except Exception as error:
+            log.warning("gang UI: cannot read which tasks wait for %s: %s", name, error)
+            return []
+        found = []
+        for row in rows:
+            entry = _json(row.value)
+            if isinstance(entry, dict) and (entry.get("name"), entry.get("namespace")) == (name, namespace):
+                identity = TaskIdentity(
+                    row.dag_id,
+                    row.task_id,
+                    row.run_id,
+                    int(row.map_index),
+                    None,
+                    resolved=True,
+                    dag_resolved=True,
+                )
+                found.append((identity, str(row.state) if row.state else None))
+        return found
 
     def _query(self, *, dag_id: str | None = None, name: str | None = None) -> Iterator[HistoryRecord]:
         from airflow.models.task_state_store import TaskStateStoreModel as Store

@@ -145,6 +145,21 @@ class GangPageService:
             rows.append(Row(self._recorded_summary(record), record.timeline))
         return rows
 
+    def _waiters(self, namespace: str, name: str) -> list[JsonDict]:
+        """The sensors waiting for the job (another task submitted it), as links."""
+        return [
+            {
+                "dag_id": identity.dag_id,
+                "task_id": identity.task_id,
+                "run_id": identity.run_id,
+                "map_index": identity.map_index,
+                "state": state,
+                "task_instance_url": task_instance_path(identity, self.base_path),
+            }
+            for identity, state in self.history.waiters(namespace, name)
+            if self._visible(identity)
+        ]
+
     def _recorded_summary(self, record: HistoryRecord) -> JsonDict:
         row = record.summary()
         row["managed"] = True
@@ -222,6 +237,7 @@ class GangPageService:
         airflow = identity_view(label, identity, self.base_path)
         if airflow is not None and identity is not None:
             airflow["task_instance"] = self.metadata.task_instance(identity)
+            airflow["waited_by"] = self._waiters(namespace, name)
         timeline = timeline_of(record.job, record.pods)
         metadata = record.job.get("metadata") or {}
         if summary["state"] == "queued" and record.podgroup is not None:
@@ -284,6 +300,7 @@ class GangPageService:
         summary = self._recorded_summary(found)
         airflow = summary["airflow"]
         airflow["task_instance"] = self.metadata.task_instance(found.identity)
+        airflow["waited_by"] = self._waiters(namespace, name)
         replicas = [
             {"type": kind, "desired": count, "active": 0, "succeeded": 0, "failed": 0}
             for kind, count in summary["replicas"].items()

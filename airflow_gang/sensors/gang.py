@@ -26,7 +26,7 @@ from airflow_gang.exceptions import GangJobLost
 from airflow_gang.gang_state import GangPhase, GangStatus
 from airflow_gang.hooks.gang import GangJobHook
 from airflow_gang.hooks.retrying import WAIT_RETRY_POLICY
-from airflow_gang.jobs import cleanup, observation
+from airflow_gang.jobs import cleanup, history, observation
 from airflow_gang.jobs.wait_plan import WaitFor, WaitPlan
 from airflow_gang.outage import DEFAULT_API_UNAVAILABLE_TIMEOUT, Outage, unavailable_timeout_seconds
 from airflow_gang.timeline import parse_time
@@ -138,6 +138,7 @@ class _GangJobSensor(BaseSensorOperator):
 
     def execute(self, context: Context) -> Any:
         links.persist(context, self._namespace(), self.job_name)
+        self._tell_the_page(context)
         if not self.deferrable:
             return super().execute(context)
         with self.hook.retries(WAIT_RETRY_POLICY):
@@ -169,6 +170,19 @@ class _GangJobSensor(BaseSensorOperator):
         # The sensor's own timeout is the trigger's execution deadline; no framework timeout on
         # top, so the trigger's message (and soft_fail) decide how it ends.
         self.defer(trigger=trigger, method_name="execute_complete")
+
+    def _tell_the_page(self, context: Context) -> None:
+        """Name the job this sensor waits for in the task state store: the Gang jobs page links
+        it as the task that waits (a convenience: a store that cannot be written is no failure)."""
+        store = context.get("task_state_store")
+        if store is None:
+            return
+        try:
+            store.set(
+                history.WAITS_FOR_KEY, history.waits_for(self.job_name, self._namespace(), self.wait_for)
+            )
+        except Exception as error:
+            self.log.debug("task state store unavailable: %s", error)
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> None:
         ended = GangEvent.of(event)

@@ -330,6 +330,51 @@ def rows_of(client: TestClient, query: str = "") -> list[dict[str, Any]]:
     return list(rows(client, query)["jobs"])
 
 
+SENSED_DAG = """
+import datetime as dt
+from airflow.sdk import DAG
+from airflow_gang.operators.pytorch_job import PyTorchJobOperator
+from airflow_gang.sensors.gang import PyTorchJobSensor
+
+with DAG("__DAG_ID__", schedule=None, start_date=dt.datetime(2026, 1, 1), catchup=False) as dag:
+    submit = PyTorchJobOperator(
+        task_id="submit", image="ghcr.io/acme/train:1", workers=1, resources={"nvidia.com/gpu": 1},
+        namespace="__NAMESPACE__", kubernetes_conn_id="__CONN_ID__", wait_for_completion=False,
+        wait_for_admission=False,
+        pod_template={"metadata": {"annotations": {"sim.airflow-gang.io/duration": "1"}}},
+    )
+    wait = PyTorchJobSensor(
+        task_id="wait", job_name="{{ ti.xcom_pull(task_ids='submit', key='job_name') }}",
+        namespace="__NAMESPACE__", kubernetes_conn_id="__CONN_ID__", poke_interval=0.5, timeout=120,
+    )
+    submit >> wait
+"""
+
+
+def write_dag(dag_id: str, source: str) -> Any:
+    path = DAGS / f"{dag_id}.py"
+    text = textwrap.dedent(source)
+    for key, value in {"__DAG_ID__": dag_id, "__NAMESPACE__": NAMESPACE, "__CONN_ID__": CONN_ID}.items():
+        text = text.replace(key, value)
+    path.write_text(text)
+    return load_dag_file(path, dag_id)
+
+
+def test_the_job_page_links_the_sensor_that_waits_for_the_job(ran: Ran, client: TestClient) -> None:
+    dag_id = "gang_history_sensed"
+    dag_run = write_dag(dag_id, SENSED_DAG).test()
+    assert {ti.task_id: ti.state for ti in dag_run.get_task_instances()} == {
+        "submit": "success",
+        "wait": "success",
+    }
+    name = job_name(dag_id, "submit", dag_run.run_id, -1, 1)
+    airflow = client.get(f"/api/jobs/{NAMESPACE}/{name}").json()["airflow"]
+    assert airflow["task_id"] == "submit"
+    (waiter,) = airflow["waited_by"]
+    assert (waiter["dag_id"], waiter["task_id"], waiter["state"]) == (dag_id, "wait", "success")
+    assert waiter["task_instance_url"].endswith("/tasks/wait")
+
+
 # -- a job placed pod by pod (no gang) that holds part of what it needs -------------------------
 
 
@@ -421,12 +466,7 @@ def test_actions_resume_suspend_and_delete_a_job_and_write_the_audit_log(
     ran: Ran, client: TestClient
 ) -> None:
     dag_id = "gang_history_actions"
-    path = DAGS / f"{dag_id}.py"
-    source = textwrap.dedent(PARKED_DAG)
-    for key, value in {"__DAG_ID__": dag_id, "__NAMESPACE__": NAMESPACE, "__CONN_ID__": CONN_ID}.items():
-        source = source.replace(key, value)
-    path.write_text(source)
-    dag_run = load_dag_file(path, dag_id).test()
+    dag_run = write_dag(dag_id, PARKED_DAG).test()
     assert [ti.state for ti in dag_run.get_task_instances()] == ["success"]
     name = job_name(dag_id, "parked", dag_run.run_id, -1, 1)
     hook = GangJobHook(conn_id=None, kubernetes_conn_id=None, config_file=ran.cluster.kubeconfig_path)

@@ -583,6 +583,12 @@
       airflow.append(el("p", {}, airflowCell(data.airflow),
         ti && ti.state ? el("span", { class: "muted" }, ` — task state ${ti.state}, try ${ti.try_number}`) : null,
         data.airflow.dag_url ? el("span", {}, " · ", el("a", { href: data.airflow.dag_url, target: "_top" }, "DAG")) : null));
+      for (const waiter of data.airflow.waited_by || []) {
+        const text = `${waiter.dag_id} / ${waiter.task_id}` + (waiter.map_index >= 0 ? ` [${waiter.map_index}]` : "");
+        airflow.append(el("p", { class: "waiter" }, "waited for by the sensor ",
+          el("a", { href: waiter.task_instance_url, target: "_top", class: "waiter-link" }, text),
+          el("span", { class: "muted" }, ` — task state ${waiter.state || "unknown"}`)));
+      }
     } else {
       airflow.append(el("p", { class: "muted" }, "This PyTorchJob was not submitted by Airflow."));
     }
