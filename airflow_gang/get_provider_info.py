@@ -150,7 +150,8 @@ def get_provider_info() -> dict[str, Any]:
                     },
                     "dashboard_url_template": {
                         "description": (
-                            "URL of the optional 'Kubernetes dashboard' extra link; empty hides the link. "
+                            "URL of the 'Kubernetes dashboard' extra link. Empty: the button opens the job's "
+                            "Gang jobs page, which says to set this option. "
                             "Placeholders: {namespace}, {name}."
                         ),
                         "version_added": "0.1.0",

@@ -9,7 +9,9 @@ failure. ``get_link`` returns the stored URL, or rebuilds it from the task's ``j
 
 URLs come from ``[gang] ui_url_template`` (default ``{base_url}/gang/jobs/{namespace}/{name}``,
 ``base_url`` being ``[api] base_url``, empty for a link relative to the Airflow UI) and
-``[gang] dashboard_url_template`` (empty: no dashboard link).
+``[gang] dashboard_url_template``. Without the latter the dashboard button still works: it opens
+the job's Gang jobs page, which says which option an administrator sets to point it at a
+dashboard (a button that silently does nothing helps nobody).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ if TYPE_CHECKING:
     from airflow.sdk.types import TaskInstanceKey
 
 DEFAULT_UI_URL_TEMPLATE = "{base_url}/gang/jobs/{namespace}/{name}"
+DASHBOARD_NOT_CONFIGURED = "#kubernetes-dashboard-not-configured"
 JOB_NAME_KEY = "job_name"
 JOB_NAMESPACE_KEY = "job_namespace"
 
@@ -42,9 +45,12 @@ def gang_job_url(namespace: str, name: str) -> str:
 
 
 def dashboard_url(namespace: str, name: str) -> str:
-    """The configured Kubernetes dashboard URL of one job, or "" when none is configured."""
+    """The configured Kubernetes dashboard URL of one job; without one, the job's Gang jobs page
+    with a note saying how to configure it."""
     template = conf.get("gang", "dashboard_url_template", fallback="") or ""
-    return _format(template, namespace, name) if template else ""
+    if not template:
+        return gang_job_url(namespace, name) + DASHBOARD_NOT_CONFIGURED
+    return _format(template, namespace, name)
 
 
 class _JobLink(BaseOperatorLink):

@@ -120,7 +120,7 @@ def test_links_survive_a_failed_deferred_task(
     assert links_of(dag_run) == expected(xcom_key(dag_run, "job_name"))
 
 
-def test_without_configuration_the_gang_link_is_relative_and_the_dashboard_link_empty(
+def test_without_configuration_the_gang_link_is_relative_and_the_dashboard_link_explains(
     write_dag: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("AIRFLOW__API__BASE_URL", raising=False)
@@ -137,7 +137,8 @@ def test_without_configuration_the_gang_link_is_relative_and_the_dashboard_link_
     assert task_states(dag_run) == {"train": "success"}
     name, gang, dashboard = links_of(dag_run)
     assert gang == f"/gang/jobs/default/{name}"
-    assert dashboard == ""
+    # Not a dead button: the job's page, which says which option points it at a dashboard.
+    assert dashboard == f"/gang/jobs/default/{name}#kubernetes-dashboard-not-configured"
 
 
 SENSOR_DAG = """

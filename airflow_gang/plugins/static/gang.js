@@ -655,6 +655,14 @@
 
   function startJobView() {
     document.getElementById("job-view").hidden = false;
+    if (window.location.hash === "#kubernetes-dashboard-not-configured") {
+      const note = document.getElementById("action-note");
+      note.textContent = "No Kubernetes dashboard is configured for this Airflow, so the task's " +
+        "\"Kubernetes dashboard\" button opens this page. An administrator sets [gang] " +
+        "dashboard_url_template (placeholders {namespace} and {name}) " +
+        "to point it at one.";
+      note.hidden = false;
+    }
     document.getElementById("job-title").textContent = `${body.dataset.namespace}/${body.dataset.name}`;
     setupPause(loadJobView);
     tick(loadJobView);
