@@ -57,6 +57,13 @@ def gang_resources(job: JsonDict) -> dict[str, float]:
     return {resource: float(total) for resource, total in sorted(totals.items())}
 
 
+def queue_of(job: JsonDict) -> str | None:
+    """The Volcano queue the job names (``schedulingPolicy.queue``), or None."""
+    policy = ((job.get("spec") or {}).get("runPolicy") or {}).get("schedulingPolicy") or {}
+    queue = policy.get("queue")
+    return str(queue) if queue else None
+
+
 def started(
     job: JsonDict, *, try_number: int, gang_scheduling: str, now: dt.datetime, waits_for: str = "completion"
 ) -> JsonDict:
@@ -144,11 +151,14 @@ def upsert(records: Any, record: JsonDict) -> list[JsonDict]:
     return [*kept, record][-MAX_RECORDS:]
 
 
-def find(records: Any, uid: str | None) -> JsonDict | None:
-    """The record of job ``uid`` in a stored list, or None."""
-    if not uid or not isinstance(records, list):
+def find(records: Any, uid: str | None, *, name: str | None = None) -> JsonDict | None:
+    """The record of job ``uid`` (or, without a uid, the newest of job ``name``), or None."""
+    if not isinstance(records, list):
         return None
-    return next((r for r in records if isinstance(r, dict) and r.get("uid") == uid), None)
+    kept = [r for r in records if isinstance(r, dict)]
+    if uid:
+        return next((r for r in kept if r.get("uid") == uid), None)
+    return next((r for r in reversed(kept) if name and r.get("name") == name), None)
 
 
 def with_log_tail(tails: Any, uid: str, text: str) -> dict[str, str]:

@@ -128,7 +128,7 @@ class HistoryReader:
         if problem:
             return [], problem
         try:
-            return list(self._query(dag_id=dag_id)), None
+            return merged(self._query(dag_id=dag_id)), None
         except Exception as error:  # the page still shows the cluster
             log.warning("gang UI: cannot read the job history from the metadata DB: %s", error)
             return [], f"the job history could not be read from the Airflow metadata DB: {error}"
@@ -138,7 +138,8 @@ class HistoryReader:
         if _unsupported_backend():
             return None, None
         try:
-            matches = [r for r in self._query(name=name) if r.name == name and r.namespace == namespace]
+            found_jobs = merged(self._query(name=name))
+            matches = [r for r in found_jobs if r.name == name and r.namespace == namespace]
             if not matches:
                 return None, None
             found = max(matches, key=lambda r: str(r.record.get("submitted_at") or ""))
@@ -248,6 +249,26 @@ class HistoryReader:
         tails = _json(value)
         tail = tails.get(found.uid) if isinstance(tails, dict) else None
         return tail if isinstance(tail, str) else None
+
+
+def merged(records: Iterable[HistoryRecord]) -> list[HistoryRecord]:
+    """One record per job: a job submitted by one task and waited for by a sensor is recorded by
+    both. The row belongs to the task that recorded it first (the submitter); its outcome is
+    the newest ended record's, whoever saw the end."""
+    by_uid: dict[str, list[HistoryRecord]] = {}
+    for record in records:
+        by_uid.setdefault(record.uid, []).append(record)
+    rows = []
+    for group in by_uid.values():
+        owner = min(group, key=lambda r: str(r.record.get("recorded_at") or ""))
+        ends = [r for r in group if r.record.get("state") in ENDED_STATES]
+        if not ends or len(group) == 1:
+            rows.append(owner)
+            continue
+        end = max(ends, key=lambda r: str(r.record.get("recorded_at") or ""))
+        outcome = {k: v for k, v in end.record.items() if k not in ("try_number", "waits_for")}
+        rows.append(HistoryRecord({**owner.record, **outcome}, owner.identity, owner.task_state))
+    return rows
 
 
 def _unsupported_backend() -> str | None:

@@ -12,8 +12,9 @@ holding GPUs) and `GangAdmissionTimeout` raised.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -22,14 +23,14 @@ from airflow.sdk import BaseSensorOperator
 from airflow.sdk.exceptions import AirflowSensorTimeout
 
 from airflow_gang import links
-from airflow_gang.exceptions import GangJobLost
-from airflow_gang.gang_state import GangPhase, GangStatus
+from airflow_gang.exceptions import GangAdmissionTimeout, GangJobLost, PyTorchJobFailed
+from airflow_gang.gang_state import GangPhase, GangSnapshot, GangStatus
 from airflow_gang.hooks.gang import GangJobHook
 from airflow_gang.hooks.retrying import WAIT_RETRY_POLICY
-from airflow_gang.jobs import cleanup, history, observation
+from airflow_gang.jobs import cleanup, history, observation, task_store
 from airflow_gang.jobs.wait_plan import WaitFor, WaitPlan
 from airflow_gang.outage import DEFAULT_API_UNAVAILABLE_TIMEOUT, Outage, unavailable_timeout_seconds
-from airflow_gang.timeline import parse_time
+from airflow_gang.timeline import finished_at, parse_time
 from airflow_gang.triggers import handover
 from airflow_gang.triggers.events import EventStatus, GangEvent
 from airflow_gang.validation import positive_seconds
@@ -88,6 +89,12 @@ class _GangJobSensor(BaseSensorOperator):
         namespace = self._namespace()
         with self.hook.riding_out(self._outage, name=self.job_name, namespace=namespace):
             seen = observation.observe(self.hook, self.job_name, namespace, self.gang_scheduling)
+        self._seen: GangSnapshot | None = seen
+        context = getattr(self, "_context", None)
+        if context is not None and seen.job is not None and not getattr(self, "_started", False):
+            waits = {"for_completion": self.wait_for == "completion", "for_admission": True}
+            task_store.record_start(context, seen.job, self.gang_scheduling, **waits)
+            self._started = True
         status, job = seen.status, seen.job
         self.log.info("gang job %s/%s: %s", namespace, self.job_name, status.describe())
         return status, job
@@ -139,6 +146,11 @@ class _GangJobSensor(BaseSensorOperator):
     def execute(self, context: Context) -> Any:
         links.persist(context, self._namespace(), self.job_name)
         self._tell_the_page(context)
+        self._context: Context | None = context
+        with self._recording_the_end(context):
+            return self._wait(context)
+
+    def _wait(self, context: Context) -> Any:
         if not self.deferrable:
             return super().execute(context)
         with self.hook.retries(WAIT_RETRY_POLICY):
@@ -171,6 +183,44 @@ class _GangJobSensor(BaseSensorOperator):
         # top, so the trigger's message (and soft_fail) decide how it ends.
         self.defer(trigger=trigger, method_name="execute_complete")
 
+    @contextlib.contextmanager
+    def _recording_the_end(self, context: Context, uid: str | None = None) -> Iterator[None]:
+        """Keep, in this task's ``gang_history``, how the job ended when this sensor saw it end:
+        the job's page then shows its outcome after cleanup deleted it, although the task that
+        submitted it did not wait (`airflow_gang.jobs.history`)."""
+        namespace = self._namespace()
+        known = {"metadata": {"name": self.job_name, "namespace": namespace, "uid": uid}}
+        try:
+            yield
+        except PyTorchJobFailed as error:
+            headline = str(error).split("\n", 1)[0].split(" Last ", 1)[0]
+            moments = self._moments()
+            details = {"failed_replica": error.replica, "exit_code": error.exit_code, "reason": headline}
+            task_store.record_end(
+                context, self._job_or(known), "failed", log_tail=error.log_tail, **moments, **details
+            )
+            raise
+        except GangAdmissionTimeout as error:
+            task_store.record_end(context, self._job_or(known), "admission_timeout", reason=str(error))
+            raise
+        except GangJobLost:
+            task_store.record_end(context, self._job_or(known), "lost")
+            raise
+        if self.wait_for == "completion":
+            task_store.record_end(context, self._job_or(known), "succeeded", **self._moments())
+
+    def _job_or(self, known: dict[str, Any]) -> dict[str, Any]:
+        seen = getattr(self, "_seen", None)
+        return seen.job if seen is not None and seen.job is not None else known
+
+    def _moments(self) -> dict[str, str | None]:
+        """When the gang was admitted and the job ended, from the last look (None: unknown)."""
+        seen = getattr(self, "_seen", None)
+        if seen is None or seen.job is None:
+            return {"admitted_at": None, "finished_at": None}
+        ended = finished_at(seen.job)
+        return {"admitted_at": seen.admitted_at(), "finished_at": ended.isoformat() if ended else None}
+
     def _tell_the_page(self, context: Context) -> None:
         """Name the job this sensor waits for in the task state store: the Gang jobs page links
         it as the task that waits (a convenience: a store that cannot be written is no failure)."""
@@ -186,6 +236,22 @@ class _GangJobSensor(BaseSensorOperator):
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> None:
         ended = GangEvent.of(event)
+        with self._recording_the_end(context, ended.uid or None):
+            self._seen = self._look_again(ended)
+            self._complete(ended)
+
+    def _look_again(self, ended: GangEvent) -> GangSnapshot | None:
+        """The job as it ended, for its record (None: gone, or the API cannot say)."""
+        if ended.status not in (EventStatus.SUCCEEDED, EventStatus.FAILED):
+            return None
+        try:
+            with self.hook.retries(WAIT_RETRY_POLICY):
+                return observation.observe(self.hook, self.job_name, ended.namespace, self.gang_scheduling)
+        except Exception as error:  # the record is a convenience; the event decides
+            self.log.debug("could not read the job for its record: %s", error)
+            return None
+
+    def _complete(self, ended: GangEvent) -> None:
         if ended.status is EventStatus.FAILED:
             with self.hook.retries(WAIT_RETRY_POLICY):
                 raise observation.failure_error(

@@ -374,6 +374,17 @@ def test_the_job_page_links_the_sensor_that_waits_for_the_job(ran: Ran, client: 
     assert (waiter["dag_id"], waiter["task_id"], waiter["state"]) == (dag_id, "wait", "success")
     assert waiter["task_instance_url"].endswith("/tasks/wait")
 
+    # A teardown deletes the job (as gang_vs_deadlock's cleanup does): one row, the submitting
+    # task's, with the outcome the sensor saw.
+    hook = GangJobHook(conn_id=None, kubernetes_conn_id=None, config_file=ran.cluster.kubeconfig_path)
+    hook.delete_pytorchjob(name, NAMESPACE)
+    eventually(lambda: hook.get_pytorchjob(name, NAMESPACE) is None, timeout=30)
+    (row,) = rows(client, f"?dag_id={dag_id}")["jobs"]
+    assert (row["name"], row["live"], row["state"]) == (name, False, "succeeded")
+    assert row["airflow"]["task_id"] == "submit"
+    assert row["admitted_at"] is not None
+    assert row["run_seconds"] is not None
+
 
 # -- a job placed pod by pod (no gang) that holds part of what it needs -------------------------
 
