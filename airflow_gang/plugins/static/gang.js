@@ -558,7 +558,8 @@
       card("Gang", [["queue", job.queue], ["PodGroup", job.podgroup_phase], ["gang size", job.min_member],
         ["scheduling", job.gang_scheduling]]),
       card("Job", [["condition", job.job_condition], ["replicas", Object.entries(job.replicas).map(([k, v]) => `${v} ${k}`).join(", ")],
-        ["running", `${job.replicas_running}/${job.replicas_total}`], ["bound", `${job.replicas_bound}/${job.replicas_total}`]]),
+        ["running", job.live ? `${job.replicas_running}/${job.replicas_total}` : "–"],
+        ["bound", job.live ? `${job.replicas_bound}/${job.replicas_total}` : "–"]]),
       card("Time", [["submitted", when(job.queued_at)], ["queued", duration(job.queued_seconds)],
         ["ran", duration(job.run_seconds)], ["finished", when(job.finished_at)],
         ["GPU-hours", gpuHours(job.gpu_seconds)]]),
@@ -604,6 +605,8 @@
     document.getElementById("job-log").textContent = (recorded && recorded.log_tail) || "";
 
     const progress = clear(document.getElementById("job-progress"));
+    const hasProgress = Boolean(data.progress && data.progress.value !== null && data.progress.value !== undefined);
+    document.getElementById("section-progress").hidden = Boolean(recorded) && !hasProgress;
     if (data.progress && data.progress.value !== null && data.progress.value !== undefined) {
       progress.append(el("pre", { class: "progress", id: "progress-value" }, JSON.stringify(data.progress.value, null, 2)));
     } else {
