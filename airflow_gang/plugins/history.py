@@ -153,26 +153,7 @@ class HistoryReader:
         if _unsupported_backend():
             return []
         try:
-            from airflow.models.task_state_store import TaskStateStoreModel as Store
-            from airflow.models.taskinstance import TaskInstance as TI
-            from airflow.utils.session import create_session
-            from sqlalchemy import and_, select
-
-            query = (
-                select(Store.dag_id, Store.run_id, Store.task_id, Store.map_index, Store.value, TI.state)
-                .outerjoin(
-                    TI,
-                    and_(
-                        TI.dag_id == Store.dag_id,
-                        TI.run_id == Store.run_id,
-                        TI.task_id == Store.task_id,
-                        TI.map_index == Store.map_index,
-                    ),
-                )
-                .where(Store.key == WAITS_FOR_KEY, Store.value.like(f'%"{name}"%'))
-            )
-            with create_session() as session:
-                rows = session.execute(query).all()
+            rows = _store_rows(WAITS_FOR_KEY, name=name)
         except Exception as error:
             log.warning("gang UI: cannot read which tasks wait for %s: %s", name, error)
             return []
@@ -180,75 +161,56 @@ class HistoryReader:
         for row in rows:
             entry = _json(row.value)
             if isinstance(entry, dict) and (entry.get("name"), entry.get("namespace")) == (name, namespace):
-                identity = TaskIdentity(
-                    row.dag_id,
-                    row.task_id,
-                    row.run_id,
-                    int(row.map_index),
-                    None,
-                    resolved=True,
-                    dag_resolved=True,
-                )
-                found.append((identity, str(row.state) if row.state else None))
+                found.append((_identity(row, None), str(row.state) if row.state else None))
         return found
 
     def _query(self, *, dag_id: str | None = None, name: str | None = None) -> Iterator[HistoryRecord]:
-        from airflow.models.task_state_store import TaskStateStoreModel as Store
-        from airflow.models.taskinstance import TaskInstance as TI
-        from airflow.utils.session import create_session
-        from sqlalchemy import and_, select
-
-        query = (
-            select(Store.dag_id, Store.run_id, Store.task_id, Store.map_index, Store.value, TI.state)
-            .outerjoin(
-                TI,
-                and_(
-                    TI.dag_id == Store.dag_id,
-                    TI.run_id == Store.run_id,
-                    TI.task_id == Store.task_id,
-                    TI.map_index == Store.map_index,
-                ),
-            )
-            .where(Store.key == HISTORY_KEY)
-        )
-        if dag_id is not None:
-            query = query.where(Store.dag_id == dag_id)
-        if name is not None:  # names are DNS labels: no LIKE wildcard can hide in them
-            query = query.where(Store.value.like(f'%"{name}"%'))
-        with create_session() as session:
-            rows = session.execute(query).all()
-        for row in rows:
+        for row in _store_rows(HISTORY_KEY, dag_id=dag_id, name=name):
             for record in _records(row.value):
-                identity = TaskIdentity(
-                    row.dag_id,
-                    row.task_id,
-                    row.run_id,
-                    int(row.map_index),
-                    _int(record.get("try_number")),
-                    resolved=True,
-                    dag_resolved=True,
-                )
+                identity = _identity(row, _int(record.get("try_number")))
                 yield HistoryRecord(record, identity, str(row.state) if row.state else None)
 
     def _log_tail(self, found: HistoryRecord) -> str | None:
-        from airflow.models.task_state_store import TaskStateStoreModel as Store
-        from airflow.utils.session import create_session
-        from sqlalchemy import select
+        """The log tail kept for the job, by whichever task saw its end (operator or sensor)."""
+        for row in _store_rows(LOG_TAIL_KEY, name=found.uid):
+            tails = _json(row.value)
+            tail = tails.get(found.uid) if isinstance(tails, dict) else None
+            if isinstance(tail, str):
+                return tail
+        return None
 
-        identity = found.identity
-        with create_session() as session:
-            value = session.scalar(
-                select(Store.value).where(
-                    Store.dag_id == identity.dag_id,
-                    Store.run_id == identity.run_id,
-                    Store.task_id == identity.task_id,
-                    Store.map_index == identity.map_index,
-                    Store.key == LOG_TAIL_KEY,
-                )
-            )
-        tails = _json(value)
-        tail = tails.get(found.uid) if isinstance(tails, dict) else None
-        return tail if isinstance(tail, str) else None
+
+def _store_rows(key: str, *, dag_id: str | None = None, name: str | None = None) -> list[Any]:
+    """The state store's ``key`` entries (of ``dag_id``; whose value holds the string ``name``,
+    a job name or uid) with their task instances' states, in one query."""
+    from airflow.models.task_state_store import TaskStateStoreModel as Store
+    from airflow.models.taskinstance import TaskInstance as TI
+    from airflow.utils.session import create_session
+    from sqlalchemy import and_, select
+
+    same_task = and_(
+        TI.dag_id == Store.dag_id,
+        TI.run_id == Store.run_id,
+        TI.task_id == Store.task_id,
+        TI.map_index == Store.map_index,
+    )
+    query = (
+        select(Store.dag_id, Store.run_id, Store.task_id, Store.map_index, Store.value, TI.state)
+        .outerjoin(TI, same_task)
+        .where(Store.key == key)
+    )
+    if dag_id is not None:
+        query = query.where(Store.dag_id == dag_id)
+    if name is not None:  # names and uids hold no LIKE wildcard (DNS labels, UUIDs)
+        query = query.where(Store.value.like(f'%"{name}"%'))
+    with create_session() as session:
+        return list(session.execute(query).all())
+
+
+def _identity(row: Any, try_number: int | None) -> TaskIdentity:
+    return TaskIdentity(
+        row.dag_id, row.task_id, row.run_id, int(row.map_index), try_number, resolved=True, dag_resolved=True
+    )
 
 
 def merged(records: Iterable[HistoryRecord]) -> list[HistoryRecord]:

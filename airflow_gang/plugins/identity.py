@@ -117,7 +117,11 @@ def identity_view(
     """The ``airflow`` block of a job in the JSON API: ids, whether they are real, UI links."""
     if labels is None:
         return None
-    identity = identity or TaskIdentity.unresolved(labels)
+    return task_view(identity or TaskIdentity.unresolved(labels), base_path)
+
+
+def task_view(identity: TaskIdentity, base_path: str = "") -> dict[str, Any]:
+    """An identity's ids, whether they are real, and its UI links (None where not real)."""
     return {
         "dag_id": identity.dag_id,
         "task_id": identity.task_id,

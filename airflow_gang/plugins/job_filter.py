@@ -9,6 +9,7 @@ from typing import Any
 from airflow_gang.plugins.errors import PageError
 from airflow_gang.plugins.identity import label_of
 from airflow_gang.plugins.summaries import STATES
+from airflow_gang.timeline import parse_time
 
 JsonDict = dict[str, Any]
 NO_QUEUE = "(no queue)"
@@ -81,7 +82,7 @@ def matches(row: JsonDict, job_filter: JobFilter) -> bool:
     if job_filter.queue is not None and (row["queue"] or NO_QUEUE) != job_filter.queue:
         return False
     if job_filter.since is not None or job_filter.until is not None:
-        submitted = _parse(row["created_at"])
+        submitted = parse_time(row["created_at"])
         if submitted is None:
             return False
         if job_filter.since is not None and submitted < job_filter.since:
@@ -95,12 +96,3 @@ def matches(row: JsonDict, job_filter: JobFilter) -> bool:
         # An unresolved dag id is the label value, which may be the hash of the wanted id.
         return airflow is not None and airflow["dag_id"] in (job_filter.dag_id, label_of(job_filter.dag_id))
     return True
-
-
-def _parse(value: Any) -> dt.datetime | None:
-    if not value:
-        return None
-    try:
-        return dt.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-    except ValueError:
-        return None

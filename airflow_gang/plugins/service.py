@@ -24,9 +24,9 @@ from airflow_gang.plugins.history import HistoryReader, HistoryRecord
 from airflow_gang.plugins.identity import (
     LabelIdentity,
     TaskIdentity,
-    dag_path,
     identity_view,
     task_instance_path,
+    task_view,
 )
 from airflow_gang.plugins.job_filter import NO_QUEUE, JobFilter, matches
 from airflow_gang.plugins.metadata import MetadataReader
@@ -367,17 +367,7 @@ def _live_timeline(record: JobRecord, row: JsonDict) -> Callable[[], JsonDict | 
 
 
 def _recorded_identity(record: HistoryRecord, base_path: str) -> JsonDict:
-    identity = record.identity
-    return {
-        "dag_id": identity.dag_id,
-        "task_id": identity.task_id,
-        "run_id": identity.run_id,
-        "map_index": identity.map_index,
-        "try_number": identity.try_number,
-        "resolved": True,
-        "task_instance_url": task_instance_path(identity, base_path),
-        "dag_url": dag_path(identity.dag_id, base_path),
-    }
+    return task_view(record.identity, base_path)
 
 
 def _labels(record: JobRecord) -> LabelIdentity | None:

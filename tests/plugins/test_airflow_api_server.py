@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -22,18 +21,12 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.plugins.conftest import ADMITTED_PHASES, Scenario, css, wait_for
+from tests.plugins.conftest import ADMITTED_PHASES, Scenario, css, free_port, wait_for
 
 STARTUP_TIMEOUT = 180.0
 VIEWER_PASSWORD = "gang-viewer-password"
 EDITOR_PASSWORD = "gang-editor-password"
 ACTION_HEADERS = {"X-Requested-By": "test"}
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def log_tail(path: Path) -> str:

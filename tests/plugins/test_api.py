@@ -9,7 +9,6 @@ hook tests' `FaultProxy` in front of it; an unreachable cluster is a closed port
 from __future__ import annotations
 
 import json
-import socket
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -24,7 +23,7 @@ from airflow_gang.exceptions import GangApiError
 from airflow_gang.naming import RUN_ID_LABEL, safe_label_value
 from airflow_gang.plugins.app import create_app
 from airflow_gang.plugins.errors import classify
-from tests.plugins.conftest import ADMITTED_PHASES, OTHER_NAMESPACE, Scenario
+from tests.plugins.conftest import ADMITTED_PHASES, OTHER_NAMESPACE, Scenario, free_port
 from tests.provider.test_hooks import Fault, FaultProxy, rbac_forbidden
 
 EXPECTED_STATES = {
@@ -425,12 +424,6 @@ def assert_error(answer: Any, status: int, kind: str, *fragments: str) -> None:
     for fragment in fragments:
         assert fragment in error["message"]
     assert "Traceback" not in answer.text
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def test_unreachable_cluster_is_a_502_saying_so(

@@ -9,27 +9,25 @@ the tests are skipped, saying why. No browser is ever downloaded by selenium its
 from __future__ import annotations
 
 import json
-import socket
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import uvicorn
 import yaml
 from fastapi import FastAPI
 
 from airflow_gang.plugins.app import create_app
-from tests.plugins.conftest import ADMITTED_PHASES, Scenario, css, script_errors, wait_for
+from tests.plugins.conftest import (
+    ADMITTED_PHASES,
+    Scenario,
+    css,
+    free_port,
+    script_errors,
+    served,
+    wait_for,
+)
 from tests.plugins.test_api import EXPECTED_STATES, ti_url
-from tests.waiting import eventually
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.fixture(scope="module")
@@ -37,14 +35,8 @@ def base_url(scenario: Scenario) -> Iterator[str]:
     """The plugin app mounted at /gang, as the API server mounts it, served by uvicorn."""
     root = FastAPI()
     root.mount("/gang", create_app(authenticate=False))
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(root, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, name="gang-ui-server", daemon=True)
-    thread.start()
-    eventually(lambda: server.started, timeout=20, message="(uvicorn did not start)")
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(timeout=10)
+    with served(root, "gang-ui-server") as url:
+        yield url
 
 
 def open_jobs_page(browser: Any, base_url: str) -> None:

@@ -14,7 +14,6 @@ import datetime as dt
 import json
 import os
 import textwrap
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +21,6 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
-import uvicorn
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from kubernetes import client as k8s
@@ -35,8 +33,7 @@ from airflow_gang.spec import GangJobSpec
 from gang_sim.cluster import SimCluster
 from tests.e2e.conftest import load_dag_file
 from tests.metadata import migrate_db
-from tests.plugins.conftest import css, script_errors, wait_for
-from tests.plugins.test_browser import free_port
+from tests.plugins.conftest import css, script_errors, served, wait_for
 from tests.waiting import eventually
 
 DAGS = Path(os.environ["AIRFLOW__CORE__DAGS_FOLDER"])
@@ -269,14 +266,8 @@ def page_url(ran: Ran) -> Iterator[str]:
     """The app mounted at /gang as the API server mounts it, served by uvicorn."""
     root = FastAPI()
     root.mount("/gang", create_app(authenticate=False, settings_loader=lambda: SETTINGS))
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(root, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, name="gang-history-ui", daemon=True)
-    thread.start()
-    eventually(lambda: server.started, timeout=20, message="(uvicorn did not start)")
-    yield f"http://127.0.0.1:{port}/gang"
-    server.should_exit = True
-    thread.join(timeout=10)
+    with served(root, "gang-history-ui") as url:
+        yield f"{url}/gang"
 
 
 def with_airflow_timezone(browser: Any, url: str, zone: str) -> None:
