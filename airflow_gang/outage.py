@@ -23,6 +23,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol, TypeVar
 
+from airflow_gang import telemetry
 from airflow_gang.exceptions import GangApiError, GangApiUnavailable
 from airflow_gang.validation import positive_seconds
 
@@ -174,6 +175,7 @@ class Outage:
             f"Kubernetes API reachable again after {self.seconds():.0f}s ({self.failures} failed looks); "
             f"waiting for {self.what} goes on"
         )
+        telemetry.api_outage_ridden(self.seconds())
         self.episode.recovered()
         return message
 

@@ -41,6 +41,8 @@ import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from airflow_gang import telemetry
+
 log = logging.getLogger(__name__)
 
 # The task state store key under which the operator keeps its job's identity.
@@ -178,6 +180,7 @@ def reap(candidate: Candidate) -> bool:
     cleanup.delete_gang(
         hook, candidate.name, candidate.namespace, candidate.uid, timeout=30.0, reason=reason, logger=log
     )
+    telemetry.reaper_deletion(reason=reason, dag_id=candidate.dag_id, task_id=candidate.task_id)
     return True
 
 

@@ -15,6 +15,7 @@ import datetime as dt
 import logging
 from typing import TYPE_CHECKING, Any
 
+from airflow_gang import telemetry
 from airflow_gang.jobs import history
 from airflow_gang.jobs.outcome import Outcome
 
@@ -63,7 +64,12 @@ def record_start(
     record = history.started(
         job, try_number=try_number, gang_scheduling=gang_scheduling, now=now, waits_for=waits_for
     )
-    write(context, history.HISTORY_KEY, history.upsert(read(context, history.HISTORY_KEY), record))
+    records = read(context, history.HISTORY_KEY)
+    if history.find(records, record["uid"]) is None:  # a new job, not one taken over again
+        previous = _last(records)
+        if previous is not None and int(previous.get("try_number") or 0) < try_number:
+            telemetry.try_started(previous, **_task(context))
+    write(context, history.HISTORY_KEY, history.upsert(records, record))
 
 
 def record_end(
@@ -88,6 +94,7 @@ def record_end(
         record["queue"] = history.queue_of(job)
     closed = history.ended(record, state, now=now, **details)
     write(context, history.HISTORY_KEY, history.upsert(records, closed))
+    telemetry.try_ended(closed, **_task(context))
     if log_tail and log_tail.strip() and uid:
         tails = history.with_log_tail(read(context, history.LOG_TAIL_KEY), uid, log_tail)
         write(context, history.LOG_TAIL_KEY, tails)
@@ -115,3 +122,13 @@ def record_outcome(
     elif outcome.result is not None:
         moments = {"admitted_at": outcome.result["admitted_at"], "finished_at": outcome.result["finished_at"]}
         record_end(context, outcome.job, "succeeded", log_tail=outcome.log_tail, **moments)
+
+
+def _last(records: Any) -> JsonDict | None:
+    kept = [r for r in records if isinstance(r, dict)] if isinstance(records, list) else []
+    return kept[-1] if kept else None
+
+
+def _task(context: Context) -> dict[str, str | None]:
+    ti = context.get("ti")
+    return {"dag_id": getattr(ti, "dag_id", None), "task_id": getattr(ti, "task_id", None)}

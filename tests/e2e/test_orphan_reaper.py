@@ -22,6 +22,7 @@ from airflow_gang.gang_state import last_true_condition
 from airflow_gang.reaper import OrphanReaper, find_candidates
 from tests.e2e.conftest import task_states
 from tests.e2e.test_scenarios import delete_job, jobs_of
+from tests.statsd_listener import airflow_sending_to
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.usefixtures("kube_connection")
@@ -91,6 +92,16 @@ def test_a_live_job_whose_task_instance_no_try_will_wait_for_is_deleted(
     assert not jobs_of(api, dag_run.dag_id)
     assert f"deleting orphaned PyTorchJob default/{name}" in caplog.text
     assert f"{dag_run.dag_id}.train run {dag_run.run_id} ({state})" in caplog.text
+
+
+def test_a_reaper_deletion_is_counted_in_the_schedulers_metrics(
+    write_dag: Callable[..., Any], api: k8s.ApiClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    dag_run, name = live_job(write_dag, api)
+    set_ti_state(dag_run, "train", "failed")
+    with airflow_sending_to(monkeypatch, core=True) as statsd:
+        assert name in sweep()
+        assert statsd.wait_for("airflow.gang.reaper_deletion") == [("airflow.gang.reaper_deletion", 1.0, "c")]
 
 
 @pytest.mark.parametrize("state", ["up_for_retry", "success", "running", "deferred", "queued", "scheduled"])
