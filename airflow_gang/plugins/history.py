@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from airflow_gang.jobs.history import ENDED_STATES, GPU, HISTORY_KEY, LOG_TAIL_KEY, SUBMITTED, WAITS_FOR_KEY
@@ -24,6 +26,14 @@ from airflow_gang.plugins.identity import TaskIdentity
 log = logging.getLogger(__name__)
 JsonDict = dict[str, Any]
 METASTORE_BACKEND = "airflow.state.metastore.MetastoreBackend"
+# Parsed ``gang_history`` entries by store row id, with the ``updated_at`` they were parsed at:
+# an entry is fetched and parsed again only when its task wrote it since (records are read
+# only, never changed in place).
+_cache: dict[int, tuple[Any, list[tuple[dict[str, Any], TaskIdentity]]]] = {}
+# The merged rows of the last read per DAG filter, with the fingerprint of what they came from.
+_merged_cache: dict[str | None, tuple[int, list[HistoryRecord]]] = {}
+MERGED_CACHE_SIZE = 64
+_cache_lock = threading.Lock()
 # A record whose job is gone and whose end no try wrote: killed, cleared, or its worker died.
 GONE = "gone"
 _EXTERNAL_REF_KEY = "__airflow_state_ref__"
@@ -49,24 +59,43 @@ class HistoryRecord:
     def namespace(self) -> str:
         return str(self.record.get("namespace") or "")
 
+    def outcome(self) -> tuple[str, str | None]:
+        """The row's state and reason: as recorded, or ``gone`` for a job whose end nobody wrote."""
+        record = self.record
+        state = str(record.get("state") or SUBMITTED)
+        if state in ENDED_STATES:
+            return state, record.get("reason")
+        waits_for = record.get("waits_for") or "completion"
+        if waits_for != "completion":
+            return GONE, (
+                f"its task stopped waiting at {waits_for} (wait_for_completion=False), so no end "
+                "was recorded; the job has been deleted since"
+            )
+        return GONE, (
+            "the job was deleted before its task recorded how it ended (the task was killed or "
+            f"cleared, or its worker died); task instance state: {self.task_state or 'unknown'}"
+        )
+
+    @cached_property
+    def facts(self) -> JsonDict:
+        """What the table's filters and order read (`service.Row`), without building the row
+        (computed once: a record is kept across reads while its entry does not change)."""
+        state, reason = self.outcome()
+        return {
+            "uid": self.uid,
+            "name": self.name,
+            "state": state,
+            "reason": reason,
+            "queue": self.record.get("queue"),
+            "created_at": self.record.get("submitted_at"),
+            "live": False,
+            "airflow": {"dag_id": self.identity.dag_id},
+        }
+
     def summary(self) -> JsonDict:
         """A row of the jobs table, in the shape of a live job's (`summaries.job_summary`)."""
         record = self.record
-        state = str(record.get("state") or SUBMITTED)
-        reason = record.get("reason")
-        if state not in ENDED_STATES:  # its end was never written, and the job is gone
-            state = GONE
-            waits_for = record.get("waits_for") or "completion"
-            if waits_for != "completion":
-                reason = (
-                    f"its task stopped waiting at {waits_for} (wait_for_completion=False), so no end "
-                    "was recorded; the job has been deleted since"
-                )
-            else:
-                reason = (
-                    "the job was deleted before its task recorded how it ended (the task was killed or "
-                    f"cleared, or its worker died); task instance state: {self.task_state or 'unknown'}"
-                )
+        state, reason = self.outcome()
         replicas = {str(k): int(v) for k, v in (record.get("replicas") or {}).items()}
         resources = record.get("resources") or {}
         return {
@@ -128,7 +157,20 @@ class HistoryReader:
         if problem:
             return [], problem
         try:
-            return merged(self._query(dag_id=dag_id)), None
+            heads = _store_rows(HISTORY_KEY, dag_id=dag_id, with_values=False)
+            # Unchanged entries and task states since the last read: the same rows (a page's
+            # calls and refreshes read the same history again and again).
+            fingerprint = hash(tuple((row.id, row.updated_at, row.state) for row in heads))
+            with _cache_lock:
+                hit = _merged_cache.get(dag_id)
+            if hit is not None and hit[0] == fingerprint:
+                return hit[1], None
+            rows = merged(self._query(heads, dag_id=dag_id))
+            with _cache_lock:
+                if len(_merged_cache) >= MERGED_CACHE_SIZE:
+                    _merged_cache.clear()
+                _merged_cache[dag_id] = (fingerprint, rows)
+            return rows, None
         except Exception as error:  # the page still shows the cluster
             log.warning("gang UI: cannot read the job history from the metadata DB: %s", error)
             return [], f"the job history could not be read from the Airflow metadata DB: {error}"
@@ -138,7 +180,7 @@ class HistoryReader:
         if _unsupported_backend():
             return None, None
         try:
-            found_jobs = merged(self._query(name=name))
+            found_jobs = merged(self._query_one(name))
             matches = [r for r in found_jobs if r.name == name and r.namespace == namespace]
             if not matches:
                 return None, None
@@ -164,10 +206,26 @@ class HistoryReader:
                 found.append((_identity(row, None), str(row.state) if row.state else None))
         return found
 
-    def _query(self, *, dag_id: str | None = None, name: str | None = None) -> Iterator[HistoryRecord]:
-        for row in _store_rows(HISTORY_KEY, dag_id=dag_id, name=name):
-            for record in _records(row.value):
-                identity = _identity(row, _int(record.get("try_number")))
+    def _query_one(self, name: str) -> Iterator[HistoryRecord]:
+        """The records that name job ``name``: a narrow query, nothing kept."""
+        for row in _store_rows(HISTORY_KEY, name=name):
+            for record, identity in _parse(row):
+                yield HistoryRecord(record, identity, str(row.state) if row.state else None)
+
+    def _query(self, heads: list[Any], *, dag_id: str | None) -> Iterator[HistoryRecord]:
+        """The records of the entries ``heads`` (ids and ``updated_at``): only the entries that
+        changed since the last read are fetched and parsed again (JSON is most of the cost)."""
+        with _cache_lock:
+            stale = [row.id for row in heads if _cache.get(row.id, (None, []))[0] != row.updated_at]
+        fresh = {row.id: (row.updated_at, _parse(row)) for row in _store_rows_by_id(stale)}
+        with _cache_lock:
+            _cache.update(fresh)
+            if dag_id is None:  # a full read: forget entries gone from the table
+                for gone in set(_cache) - {row.id for row in heads}:
+                    del _cache[gone]
+            parsed = {row.id: _cache.get(row.id, (None, []))[1] for row in heads}
+        for row in heads:
+            for record, identity in parsed[row.id]:
                 yield HistoryRecord(record, identity, str(row.state) if row.state else None)
 
     def _log_tail(self, found: HistoryRecord) -> str | None:
@@ -180,9 +238,12 @@ class HistoryReader:
         return None
 
 
-def _store_rows(key: str, *, dag_id: str | None = None, name: str | None = None) -> list[Any]:
+def _store_rows(
+    key: str, *, dag_id: str | None = None, name: str | None = None, with_values: bool = True
+) -> list[Any]:
     """The state store's ``key`` entries (of ``dag_id``; whose value holds the string ``name``,
-    a job name or uid) with their task instances' states, in one query."""
+    a job name or uid) with their task instances' states, in one query (without the values:
+    ids and ``updated_at`` only, for `_query`'s cache)."""
     from airflow.models.task_state_store import TaskStateStoreModel as Store
     from airflow.models.taskinstance import TaskInstance as TI
     from airflow.utils.session import create_session
@@ -194,17 +255,43 @@ def _store_rows(key: str, *, dag_id: str | None = None, name: str | None = None)
         TI.task_id == Store.task_id,
         TI.map_index == Store.map_index,
     )
-    query = (
-        select(Store.dag_id, Store.run_id, Store.task_id, Store.map_index, Store.value, TI.state)
-        .outerjoin(TI, same_task)
-        .where(Store.key == key)
-    )
+    columns = [Store.id, Store.dag_id, Store.run_id, Store.task_id, Store.map_index, Store.updated_at]
+    if with_values:
+        columns.append(Store.value)
+    query = select(*columns, TI.state).outerjoin(TI, same_task).where(Store.key == key)
     if dag_id is not None:
         query = query.where(Store.dag_id == dag_id)
     if name is not None:  # names and uids hold no LIKE wildcard (DNS labels, UUIDs)
         query = query.where(Store.value.like(f'%"{name}"%'))
     with create_session() as session:
         return list(session.execute(query).all())
+
+
+def _store_rows_by_id(ids: list[int], chunk: int = 5000) -> list[Any]:
+    """The entries of ``ids`` with their values (in chunks: a database caps an IN list)."""
+    from airflow.models.task_state_store import TaskStateStoreModel as Store
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    columns = (
+        Store.id,
+        Store.dag_id,
+        Store.run_id,
+        Store.task_id,
+        Store.map_index,
+        Store.updated_at,
+        Store.value,
+    )
+    found: list[Any] = []
+    with create_session() as session:
+        for start in range(0, len(ids), chunk):
+            found += session.execute(select(*columns).where(Store.id.in_(ids[start : start + chunk]))).all()
+    return found
+
+
+def _parse(row: Any) -> list[tuple[JsonDict, TaskIdentity]]:
+    """The records of one entry, each with the task instance (and try) it belongs to."""
+    return [(record, _identity(row, _int(record.get("try_number")))) for record in _records(row.value)]
 
 
 def _identity(row: Any, try_number: int | None) -> TaskIdentity:

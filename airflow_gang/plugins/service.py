@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from airflow_gang.naming import LABEL_PREFIX
@@ -48,10 +49,20 @@ Identities = tuple[LabelIdentity | None, TaskIdentity | None]
 
 @dataclass
 class Row:
-    """One job of the table, live or recorded, and how to draw it on the timeline."""
+    """One job of the table, live or recorded.
 
-    summary: JsonDict
+    ``facts`` are what the filters, the order and the answer's lists read (``uid``, ``name``,
+    ``state``, ``queue``, ``created_at``, ``live``, ``reason``, ``airflow.dag_id``); the whole
+    row (`summary`) and its timeline are built only for the page shown: with thousands of
+    recorded jobs, building every row's links costs more than all the rest.
+    """
+
+    facts: JsonDict
+    build: Callable[[], JsonDict] = field(repr=False)
     timeline: Callable[[], JsonDict | None] = field(repr=False)
+
+    def summary(self) -> JsonDict:
+        return self.build()
 
 
 def _now() -> dt.datetime:
@@ -128,7 +139,7 @@ class GangPageService:
             row = job_summary(record.job, record.podgroup, record.pods, now, record.events)
             row["managed"] = label is not None
             row["airflow"] = identity_view(label, identity, self.base_path)
-            rows.append(Row(row, _live_timeline(record, row)))
+            rows.append(Row(row, partial(dict, row), _live_timeline(record, row)))
         return rows
 
     def _recorded_rows(self, job_filter: JobFilter, live_uids: set[str]) -> list[Row]:
@@ -142,7 +153,7 @@ class GangPageService:
                 continue
             if not self._visible(record.identity):
                 continue
-            rows.append(Row(self._recorded_summary(record), record.timeline))
+            rows.append(Row(record.facts, partial(self._recorded_summary, record), record.timeline))
         return rows
 
     def _waiters(self, namespace: str, name: str) -> list[JsonDict]:
@@ -169,25 +180,22 @@ class GangPageService:
     def _rows(self, job_filter: JobFilter) -> list[Row]:
         """Live and recorded jobs matching the filters, newest first (not yet paged)."""
         live = self._live_rows(job_filter)
-        live_uids = {str(row.summary["uid"]) for row in live if row.summary["uid"]}
+        live_uids = {str(row.facts["uid"]) for row in live if row.facts["uid"]}
         rows = [
-            row
-            for row in live + self._recorded_rows(job_filter, live_uids)
-            if matches(row.summary, job_filter)
+            row for row in live + self._recorded_rows(job_filter, live_uids) if matches(row.facts, job_filter)
         ]
-        rows.sort(
-            key=lambda row: (str(row.summary["created_at"] or ""), str(row.summary["name"])), reverse=True
-        )
+        rows.sort(key=lambda row: (str(row.facts["created_at"] or ""), str(row.facts["name"])), reverse=True)
         return rows
 
     # -- answers ---------------------------------------------------------------------------
 
     def jobs(self, job_filter: JobFilter) -> JsonDict:
         """The jobs table: newest first, with the values the filters can take."""
-        rows = [row.summary for row in self._rows(job_filter)]
+        everything = self._rows(job_filter)
+        rows = [row.facts for row in everything]
         start = job_filter.offset
         return {
-            "jobs": rows[start : start + job_filter.limit],
+            "jobs": [row.summary() for row in everything[start : start + job_filter.limit]],
             "total": len(rows),
             "offset": start,
             "limit": job_filter.limit,
@@ -209,9 +217,9 @@ class GangPageService:
             entry = row.timeline()
             if entry is None:
                 continue
-            entry["gang_state"] = row.summary["state"]
-            entry["reason"] = row.summary["reason"]
-            by_queue.setdefault(row.summary["queue"] or NO_QUEUE, []).append(entry)
+            entry["gang_state"] = row.facts["state"]
+            entry["reason"] = row.facts["reason"]
+            by_queue.setdefault(row.facts["queue"] or NO_QUEUE, []).append(entry)
         queues: list[JsonDict] = [
             {"queue": queue, "jobs": sorted(entries, key=_timeline_order)}
             for queue, entries in sorted(by_queue.items())

@@ -6,7 +6,7 @@ that exits non-zero for a missed target (the chaos benchmark does).
 
 Three quick modes start a real Airflow and take minutes each (measured on 2 cores: chaos 168 s,
 triggerer 143 s, deferral race 77 s); with them ``make test`` would run past CI's 30 minutes, so
-they are ``slow`` (``make test-slow``). The other three run in every ``make test``.
+they are ``slow`` (``make test-slow``). The others run in every ``make test``.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ TABLE_MARKS = {
     "bench_apiserver.py": "deliver 100 events to each of 20 watches",
     "bench_chaos.py": "left behind",
     "bench_deferral_race.py": "one deferral, hold",
+    "bench_history_page.py": "page load (jobs + queues + timeline)",
     "bench_scheduler.py": "jobs completed",
     "bench_triggerer.py": "shared",
 }
