@@ -169,6 +169,12 @@ def with_log_tail(tails: Any, uid: str, text: str) -> dict[str, str]:
     return dict(list(kept.items())[-MAX_LOG_TAILS:])
 
 
+def failure_headline(message: str) -> str:
+    """A `PyTorchJobFailed` message's first part (which replica, exit code, reason), without the
+    log lines it appends: what a record keeps as the reason."""
+    return message.split("\n", 1)[0].split(" Last ", 1)[0]
+
+
 def _seconds(start: dt.datetime | None, end: dt.datetime | None) -> float | None:
     if start is None or end is None:
         return None

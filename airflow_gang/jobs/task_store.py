@@ -107,10 +107,8 @@ def record_outcome(
     """Close the history record of a job that ran to its end (before cleanup may delete it)."""
     if outcome.error is not None:
         error = outcome.error
-        # The failure's headline (which replica, exit code, reason) without the log it appends.
-        headline = str(error).split("\n", 1)[0].split(" Last ", 1)[0]
         details: dict[str, Any] = {
-            "reason": headline,
+            "reason": history.failure_headline(str(error)),
             "failed_replica": error.replica,
             "exit_code": error.exit_code,
         }

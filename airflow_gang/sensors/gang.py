@@ -193,9 +193,9 @@ class _GangJobSensor(BaseSensorOperator):
         try:
             yield
         except PyTorchJobFailed as error:
-            headline = str(error).split("\n", 1)[0].split(" Last ", 1)[0]
             moments = self._moments()
-            details = {"failed_replica": error.replica, "exit_code": error.exit_code, "reason": headline}
+            reason = history.failure_headline(str(error))
+            details = {"failed_replica": error.replica, "exit_code": error.exit_code, "reason": reason}
             task_store.record_end(
                 context, self._job_or(known), "failed", log_tail=error.log_tail, **moments, **details
             )
