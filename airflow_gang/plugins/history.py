@@ -164,13 +164,13 @@ class HistoryReader:
             with _cache_lock:
                 hit = _merged_cache.get(dag_id)
             if hit is not None and hit[0] == fingerprint:
-                return hit[1], None
+                return hit[1], _cleared_on_success()
             rows = merged(self._query(heads, dag_id=dag_id))
             with _cache_lock:
                 if len(_merged_cache) >= MERGED_CACHE_SIZE:
                     _merged_cache.clear()
                 _merged_cache[dag_id] = (fingerprint, rows)
-            return rows, None
+            return rows, _cleared_on_success()
         except Exception as error:  # the page still shows the cluster
             log.warning("gang UI: cannot read the job history from the metadata DB: %s", error)
             return [], f"the job history could not be read from the Airflow metadata DB: {error}"
@@ -333,6 +333,22 @@ def _unsupported_backend() -> str | None:
             "the API server cannot list (the page reads the metastore backend's table)"
         )
     return None
+
+
+def _cleared_on_success() -> str | None:
+    """A warning when Airflow deletes a task's store entries as it succeeds (and so its records)."""
+    try:
+        from airflow.configuration import conf
+
+        cleared = conf.getboolean("state_store", "clear_on_success", fallback=False)
+    except Exception:
+        return None
+    if not cleared:
+        return None
+    return (
+        "[state_store] clear_on_success is on: a succeeded task's job records are deleted with its "
+        "state, so its jobs leave this page once cleanup deletes them"
+    )
 
 
 def _json(value: Any) -> Any:

@@ -519,3 +519,12 @@ def test_a_job_outside_airflow_cannot_be_changed_from_the_page(client: TestClien
     assert refused.status_code == 403
     assert refused.json()["error"]["kind"] == "not_airflows"
     assert "change it with kubectl" in refused.json()["error"]["message"]
+
+
+def test_the_page_warns_when_airflow_clears_succeeded_tasks_records(
+    client: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert not any("clear_on_success" in warning for warning in rows(client)["warnings"])
+    monkeypatch.setenv("AIRFLOW__STATE_STORE__CLEAR_ON_SUCCESS", "True")
+    warnings = rows(client)["warnings"]
+    assert any("clear_on_success is on" in warning for warning in warnings), warnings
