@@ -30,10 +30,12 @@ LOG_TAIL_KEY = "gang_log_tail"
 # A sensor's entry naming the job it waits for, so the job's page can link the task that waits.
 WAITS_FOR_KEY = "gang_waits_for"
 GPU = "nvidia.com/gpu"
-# A task instance with more jobs than this (a long retry storm) keeps its newest ones.
-MAX_RECORDS = 50
-MAX_LOG_TAILS = 5
-MAX_LOG_TAIL_CHARS = 16_000
+# A task instance with more jobs than this (a long retry storm) keeps its newest ones. The
+# sizes keep each entry under Airflow's [state_store] max_value_storage_bytes (64 KiB by
+# default), past which every write logs a warning in the task log.
+MAX_RECORDS = 40
+MAX_LOG_TAILS = 4
+MAX_LOG_TAIL_CHARS = 8_000
 MAX_REASON_CHARS = 2_000
 
 # How a job ended, as the page tells it. "submitted" is a job whose end was not recorded (yet):
