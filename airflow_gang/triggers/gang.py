@@ -330,8 +330,11 @@ class GangJobTrigger(BaseTrigger):
             ]
             recheck = self.poll_interval if not feed.healthy else max(self.poll_interval, RESYNC_SECONDS)
             timeout = min([recheck, *((moment - utc_now()).total_seconds() for moment in deadlines)])
+            # asyncio.timeout, not wait_for: Python 3.11's wait_for swallows a cancellation that
+            # lands as the event fires, and the cancelled trigger would then wait on for ever.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(feed.changed.wait(), max(0.0, timeout))
+                async with asyncio.timeout(max(0.0, timeout)):
+                    await feed.changed.wait()
 
     async def _observe(self, hook: AsyncGangJobHook) -> GangSnapshot:
         job = await hook.get_pytorchjob(self.name, self.namespace)

@@ -63,8 +63,11 @@ class Controller:
         failures = 0
         while True:
             timeout = self.period
+            # asyncio.timeout, not wait_for: Python 3.11's wait_for swallows a cancellation that
+            # lands as the wakeup fires, and the controller would not stop with its cluster.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.wakeup.wait(), timeout)
+                async with asyncio.timeout(timeout):
+                    await self.wakeup.wait()
             self.wakeup.clear()
             started = time.monotonic()
             try:
