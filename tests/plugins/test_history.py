@@ -86,13 +86,13 @@ class Ran:
     jobs: dict[str, str]  # "done", "broken", "starved#1", "starved#2" -> job name
 
 
-def _load_dag() -> Any:
-    path = DAGS / f"{DAG_ID}.py"
-    source = textwrap.dedent(DAG_SOURCE)
-    for key, value in {"__DAG_ID__": DAG_ID, "__NAMESPACE__": NAMESPACE, "__CONN_ID__": CONN_ID}.items():
-        source = source.replace(key, value)
-    path.write_text(source)
-    return load_dag_file(path, DAG_ID)
+def write_dag(dag_id: str, source: str) -> Any:
+    path = DAGS / f"{dag_id}.py"
+    text = textwrap.dedent(source)
+    for key, value in {"__DAG_ID__": dag_id, "__NAMESPACE__": NAMESPACE, "__CONN_ID__": CONN_ID}.items():
+        text = text.replace(key, value)
+    path.write_text(text)
+    return load_dag_file(path, dag_id)
 
 
 @pytest.fixture(scope="module")
@@ -106,7 +106,7 @@ def ran() -> Iterator[Ran]:
             {"conn_type": "kubernetes", "extra": {"kube_config_path": cluster.kubeconfig_path}}
         )
         try:
-            dag_run = _load_dag().test()
+            dag_run = write_dag(DAG_ID, DAG_SOURCE).test()
             states = {ti.task_id: ti.state for ti in dag_run.get_task_instances()}
             assert states == {"done": "success", "broken": "failed", "starved": "failed"}
             jobs = {
@@ -340,15 +340,6 @@ with DAG("__DAG_ID__", schedule=None, start_date=dt.datetime(2026, 1, 1), catchu
     )
     submit >> wait
 """
-
-
-def write_dag(dag_id: str, source: str) -> Any:
-    path = DAGS / f"{dag_id}.py"
-    text = textwrap.dedent(source)
-    for key, value in {"__DAG_ID__": dag_id, "__NAMESPACE__": NAMESPACE, "__CONN_ID__": CONN_ID}.items():
-        text = text.replace(key, value)
-    path.write_text(text)
-    return load_dag_file(path, dag_id)
 
 
 def test_the_job_page_links_the_sensor_that_waits_for_the_job(ran: Ran, client: TestClient) -> None:
