@@ -50,6 +50,13 @@ def is_outage(error: BaseException) -> bool:
     )
 
 
+def may_mean_moved(error: BaseException) -> bool:
+    """A failure an edited connection would explain: nothing answered where the client connects,
+    its TLS handshake failed (another CA), or the server no longer takes its credentials (401).
+    The async hook then looks at its connection again before calling it an outage."""
+    return isinstance(error, GangApiError) and (error.status is None or error.status == 401)
+
+
 def unavailable_timeout_seconds(value: Any) -> float | None:
     """``api_unavailable_timeout`` as seconds: a number, a timedelta or None (ride out forever)."""
     return positive_seconds(

@@ -36,13 +36,14 @@ import time
 from collections import OrderedDict
 from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import aiohttp
 from kubernetes_asyncio.client import ApiClient, Configuration
 from kubernetes_asyncio.client.rest import RESTClientObject
 
 import airflow_gang
+from airflow_gang.hooks.connection_identity import client_fingerprint
 
 # Watch events carrying large objects can exceed aiohttp's default read buffer (etcd allows
 # requests up to 1.5 MiB); kubernetes_asyncio sizes its sessions the same way.
@@ -181,6 +182,15 @@ class _Pooled:
     tls: tuple[Any, ...]
     reload_credentials: bool
     loaded_at: float
+    fingerprint: str  # connection_identity.client_fingerprint: what the client talks to and trusts
+
+
+class _Prepared(NamedTuple):
+    """A configuration loaded off the loop, with what building its client needs."""
+
+    loaded: LoadedConfig
+    ssl_context: ssl.SSLContext
+    fingerprint: str
 
 
 @dataclass
@@ -244,14 +254,18 @@ class LoopClientPool:
         self._load_config = load_config
         self._load_lock = threading.Lock()
         self._slots: dict[asyncio.AbstractEventLoop, _Slot] = {}
+        # Bumped whenever `reload` switches a client: a call that failed on an older one retries.
+        self.generation = 0
 
     def _load(self) -> LoadedConfig:
         with self._load_lock:
             return self._load_config()
 
-    def _prepare(self) -> tuple[LoadedConfig, ssl.SSLContext]:
-        loaded = self._load()
-        return loaded, ssl_context_for(loaded.configuration)
+    def _prepare(self, load: Callable[[], LoadedConfig] | None = None) -> _Prepared:
+        with self._load_lock:
+            loaded = (load or self._load_config)()
+        fingerprint = client_fingerprint(loaded.configuration, reloads_credentials=loaded.reload_credentials)
+        return _Prepared(loaded, ssl_context_for(loaded.configuration), fingerprint)
 
     def _slot(self, loop: asyncio.AbstractEventLoop) -> _Slot:
         for other in [other for other in self._slots if other.is_closed()]:
@@ -273,21 +287,45 @@ class LoopClientPool:
                 if self._slots.get(loop) is not slot:
                     continue  # closed while this call waited for the lock: start over
                 if slot.pooled is None:
-                    loaded, context = await asyncio.to_thread(self._prepare)
-                    slot.pooled = self._pooled(loaded, context)
+                    slot.pooled = self._pooled(await asyncio.to_thread(self._prepare))
                     await slot.guard_with_loop()
                 elif self._expired(slot.pooled):
                     await self._reload_credentials(slot, slot.pooled)
                 return slot.pooled.client
 
     @staticmethod
-    def _pooled(loaded: LoadedConfig, context: ssl.SSLContext) -> _Pooled:
+    def _pooled(prepared: _Prepared) -> _Pooled:
+        loaded = prepared.loaded
         return _Pooled(
-            client=PooledApiClient(loaded.configuration, context),
+            client=PooledApiClient(loaded.configuration, prepared.ssl_context),
             tls=_tls_inputs(loaded.configuration),
             reload_credentials=loaded.reload_credentials,
             loaded_at=time.monotonic(),
+            fingerprint=prepared.fingerprint,
         )
+
+    async def reload(self, load: Callable[[], LoadedConfig]) -> Literal["kept", "switched", "built"]:
+        """Load the configuration afresh with ``load`` (blocking: run in a worker thread) and
+        switch this loop's client if what it talks to or trusts changed.
+
+        ``kept``: the same place and trust, the client stays (the fresh configuration is dropped);
+        ``switched``: a connection edited, a kubeconfig rewritten or a CA rotated, so the calls
+        after this one go to the new place with the new trust, and the old client is retired
+        (closed with the pool: calls started on it may still be running); ``built``: this loop
+        had no client yet, so it now has one from the fresh configuration.
+        """
+        slot = self._slot(asyncio.get_running_loop())
+        async with slot.lock:
+            prepared = await asyncio.to_thread(self._prepare, load)
+            if slot.pooled is not None and slot.pooled.fingerprint == prepared.fingerprint:
+                return "kept"
+            outcome: Literal["switched", "built"] = "built" if slot.pooled is None else "switched"
+            if slot.pooled is not None:
+                slot.retired.append(slot.pooled.client)
+                self.generation += 1
+            slot.pooled = self._pooled(prepared)
+            await slot.guard_with_loop()
+            return outcome
 
     @staticmethod
     def _expired(pooled: _Pooled) -> bool:
@@ -301,9 +339,9 @@ class LoopClientPool:
             pooled.reload_credentials = loaded.reload_credentials
             return
         # The plugin handed out another client certificate: a new SSL context, a new client.
-        context = await asyncio.to_thread(ssl_context_for, loaded.configuration)
+        prepared = await asyncio.to_thread(self._prepare, lambda: loaded)
         slot.retired.append(pooled.client)
-        slot.pooled = self._pooled(loaded, context)
+        slot.pooled = self._pooled(prepared)
 
     async def close(self) -> None:
         """Close every client of this pool; idempotent. A later `client` call builds a new one.

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
+import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar, cast
 
@@ -32,6 +34,7 @@ from airflow_gang.exceptions import GangApiError
 from airflow_gang.gang_state import JOB_NAME_LABEL
 from airflow_gang.hooks.async_watches import WATCH_TIMEOUT_SLACK, AsyncWatchesMixin, list_call, read_body
 from airflow_gang.hooks.client_pool import LoadedConfig, LoopClientPool
+from airflow_gang.hooks.connection_identity import definition_fingerprint
 from airflow_gang.hooks.errors import ApiRequest
 from airflow_gang.hooks.kinds import (
     EVENTS,
@@ -43,9 +46,13 @@ from airflow_gang.hooks.kinds import (
     Kind,
 )
 from airflow_gang.hooks.retrying import REQUEST_TIMEOUT, RetryPolicy, acall_with_retries
+from airflow_gang.outage import may_mean_moved
 
 T = TypeVar("T")
 JsonDict = dict[str, Any]
+# At most one fresh look at the connection per hook in this many seconds: during a real outage
+# every failing call would otherwise ask the triggerer's supervisor for it again.
+REFRESH_MIN_SECONDS = 30.0
 
 
 class AsyncGangJobHook(AsyncWatchesMixin, AsyncKubernetesHook):
@@ -67,6 +74,83 @@ class AsyncGangJobHook(AsyncWatchesMixin, AsyncKubernetesHook):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._clients = LoopClientPool(self._load_client_config)
+        # Extras handed in (from the worker: `GangJobHook.async_hook_kwargs`) are all this hook
+        # may know; extras it looked up itself it looks up again in `refresh_connection`.
+        self._extras_given = self._extras is not None
+        self._refreshed_at = -REFRESH_MIN_SECONDS
+        self._refresh_locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def reuse_lookup(self, extras: dict[str, Any]) -> None:
+        """Start from what an earlier lookup of this hook's connection returned (no second lookup
+        now); `refresh_connection` still looks it up afresh."""
+        self._extras = extras
+
+    async def definition(self) -> str:
+        """`connection_identity.definition_fingerprint` of this hook's connection (looked up once)."""
+        extras = await self.get_conn_extras()
+        overrides = {
+            "conn_id": self.conn_id,
+            "config_file": self.config_file,
+            "cluster_context": self.cluster_context,
+            "in_cluster": self.in_cluster,
+            "config_dict": self.config_dict,
+        }
+        return await asyncio.to_thread(definition_fingerprint, extras, overrides)
+
+    @property
+    def connection_generation(self) -> int:
+        """Changes whenever `refresh_connection` switches the client: pass it back as ``since``."""
+        return self._clients.generation
+
+    async def refresh_connection(self, since: int | None = None) -> bool:
+        """Resolve the connection again and follow it if it now points elsewhere; whether the
+        calls from now on go elsewhere than those made at generation ``since``.
+
+        The connection is looked up afresh (unless its extras were handed in), its kubeconfig
+        loaded again, and the client switched when the server, the trust or static credentials
+        changed (`LoopClientPool.reload`). One look at a time, at most once per
+        `REFRESH_MIN_SECONDS`: calls failing together (three watches cut at once) wait for the
+        first one's look and retry on the client it switched to.
+        """
+        lock = self._refresh_locks.setdefault(asyncio.get_running_loop(), asyncio.Lock())
+        async with lock:
+            if since is not None and self._clients.generation != since:
+                return True
+            return await self._refresh_now()
+
+    async def _refresh_now(self) -> bool:
+        now = time.monotonic()
+        if now - self._refreshed_at < REFRESH_MIN_SECONDS:
+            return False
+        self._refreshed_at = now
+        before = (self._extras, self.client_configuration, self._config_loaded, self._is_exec_auth)
+        if not self._extras_given and self.conn_id:
+            self._extras = None
+            try:
+                await self.get_conn_extras()
+            except Exception as error:  # the lookup itself failing changes nothing
+                self.log.debug("looking up connection %s again failed: %s", self.conn_id, error)
+                self._extras = before[0]
+                return False
+        self.client_configuration, self._config_loaded, self._is_exec_auth = None, False, None
+        try:
+            outcome = await self._clients.reload(self._load_client_config)
+        except Exception as error:  # e.g. a kubeconfig half-written: keep what works
+            self.log.debug("loading connection %s again failed: %s", self.conn_id, error)
+            outcome = "kept"
+        if outcome == "kept":
+            # The client in use stays, and with it the configuration an exec plugin refreshes.
+            self._extras, self.client_configuration, self._config_loaded, self._is_exec_auth = before
+            return False
+        if outcome == "switched":
+            self.log.info(
+                "connection %s changed: calls now go to %s",
+                self.conn_id or "(inline)",
+                self.client_configuration.host if self.client_configuration else "?",
+            )
+        return outcome == "switched"
 
     def _load_client_config(self) -> LoadedConfig:
         """Load the client configuration as `AsyncKubernetesHook` does. Blocking: a worker thread runs it.
@@ -118,7 +202,14 @@ class AsyncGangJobHook(AsyncWatchesMixin, AsyncKubernetesHook):
         return await super()._get_field(field_name)  # type: ignore[no-untyped-call]
 
     async def _call(self, request: ApiRequest, call: Callable[[ApiClient], Awaitable[T]]) -> T:
+        generation = self.connection_generation
         api = await self._clients.client()
+        try:
+            return await acall_with_retries(lambda: call(api), request, self.retry_policy, self.log)
+        except GangApiError as error:
+            if not (may_mean_moved(error) and await self.refresh_connection(since=generation)):
+                raise
+        api = await self._clients.client()  # the connection moved: once more, where it points now
         return await acall_with_retries(lambda: call(api), request, self.retry_policy, self.log)
 
     async def _call_or_none(self, request: ApiRequest, call: Callable[[ApiClient], Awaitable[T]]) -> T | None:

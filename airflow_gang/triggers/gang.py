@@ -189,10 +189,10 @@ class GangJobTrigger(BaseTrigger):
         retrying = await asyncio.to_thread(importlib.import_module, "airflow_gang.hooks.retrying")
         kwargs = dict(self.hook_kwargs or {})
         kwargs.setdefault("conn_id", self.kubernetes_conn_id)
-        if self._connection_extras is not None:
-            # Looked up once per trigger: on_kill must not wait on the supervisor a second time.
-            kwargs.setdefault("connection_extras", self._connection_extras)
         hook: AsyncGangJobHook = module.AsyncGangJobHook(**kwargs)
+        if self._connection_extras is not None and "connection_extras" not in kwargs:
+            # Looked up once per trigger: on_kill must not wait on the supervisor a second time.
+            hook.reuse_lookup(self._connection_extras)
         # The connection is looked up here, on the triggerer's loop (its supervisor serves it),
         # so its extras are cached before the client is built in a worker thread.
         self._connection_extras = await hook.get_conn_extras()
@@ -226,11 +226,11 @@ class GangJobTrigger(BaseTrigger):
     async def _wait_shared(self) -> dict[str, Any]:
         """Wait through the triggerer's shared cache (or this trigger's own watches for a job the
         cache does not follow: one without the provider's labels, e.g. a sensor's)."""
-        key = watch_cache.cluster_key(self.kubernetes_conn_id, self.hook_kwargs)
-        cache = await watch_cache.acquire(key, self.namespace, self.hook)
+        # Keyed by what the connection is now (its extras, the kubeconfig's bytes), not by its id:
+        # a connection edited while other triggers wait gets a cache of its own.
+        hook = await self.hook()
+        cache = await watch_cache.acquire(await hook.definition(), self.namespace, hook)
         try:
-            # Every trigger after the first gets the connection from the cache's hook (no lookup).
-            self._connection_extras = await cache.hook.get_conn_extras()
             await cache.ready(CACHE_SYNC_SECONDS)
             if cache.snapshot_job(self.name) is None:  # not there (yet), or not followed at all
                 job = await self._get_or_none(cache.hook)

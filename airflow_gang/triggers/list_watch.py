@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from airflow_gang.exceptions import GangApiError
-from airflow_gang.outage import REMINDER_SECONDS, Episode, OutageLog
+from airflow_gang.outage import REMINDER_SECONDS, Episode, OutageLog, may_mean_moved
 
 if TYPE_CHECKING:
     from airflow_gang.hooks.gang_async import AsyncGangJobHook
@@ -124,6 +124,7 @@ class ListWatch:
             self.on_watching(True)
 
         while True:
+            generation = self.hook.connection_generation
             try:
                 if not version:
                     items, version = await self.hook.list_with_version(
@@ -156,6 +157,9 @@ class ListWatch:
                     gone += 1
                     if gone > 1:
                         await asyncio.sleep(min(RETRY_MAX_SECONDS, 0.5 * gone))
+                    continue
+                if may_mean_moved(error) and await self.hook.refresh_connection(since=generation):
+                    version = ""  # another server now, perhaps another cluster: list afresh
                     continue
                 failures += 1
                 self.on_watching(False)

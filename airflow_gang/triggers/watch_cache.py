@@ -3,8 +3,8 @@
 A sweep of a thousand mapped tasks defers a thousand `GangJobTrigger` instances into one
 triggerer process. Each following its own job with three watches and re-reading three objects
 per event would mean thousands of open watches and hundreds of requests per second. Instead the
-triggers of one event loop share, per cluster (connection) and namespace, the informer pattern
-Kubernetes controllers use:
+triggers of one event loop share, per cluster and namespace, the informer pattern Kubernetes
+controllers use:
 
 - three followers, each a list then a watch from its resourceVersion (bookmarks on, resumed from
   the last version seen, listed again after ``410 Gone``, reconnected with capped backoff):
@@ -14,7 +14,11 @@ Kubernetes controllers use:
 - subscribers per job name: an event wakes only the triggers whose job it concerns (a re-list
   wakes those whose objects changed); a follower failing or coming back wakes every trigger,
   since their way of looking changes (`healthy`: cache or polling);
-- one API client for all of it (the first trigger's hook, with its connection looked up once);
+- one API client for all of it (the first trigger's hook); "cluster" is what the connection
+  resolves to when a trigger starts (`AsyncGangJobHook.definition`: its extras and kubeconfig),
+  so triggers started after the connection was edited never join the old settings' cache, and
+  a cache whose server stops answering looks at its connection again before it reports trouble
+  (`AsyncGangJobHook.refresh_connection`);
 - its own log lines (a watch failing, once per episode with a reminder every few minutes, or
   back) in the triggerer's log: the cache outlives the trigger that started it, so they cannot
   go to that trigger's task log;
@@ -29,11 +33,10 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import json
 import logging
 import time
 import weakref
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -328,15 +331,14 @@ _REGISTRIES: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[str
 _LOCKS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = weakref.WeakKeyDictionary()
 
 
-def cluster_key(conn_id: str | None, hook_kwargs: dict[str, Any] | None) -> str:
-    """Which cluster a trigger talks to: its connection and the hook's non-secret overrides."""
-    return json.dumps({"conn_id": conn_id, "hook": hook_kwargs or {}}, sort_keys=True, default=str)
+async def acquire(cluster: str, namespace: str, hook: AsyncGangJobHook) -> WatchCache:
+    """The loop's cache for ``cluster`` and ``namespace``, started by the first caller with its
+    ``hook`` (whose client it then shares with every later caller; theirs stay unused).
 
-
-async def acquire(
-    cluster: str, namespace: str, make_hook: Callable[[], Awaitable[AsyncGangJobHook]]
-) -> WatchCache:
-    """The loop's cache for ``cluster`` and ``namespace``, started by the first caller."""
+    :param cluster: what the callers' connection resolves to
+        (`AsyncGangJobHook.definition`): one cache per cluster and credentials, not per
+        connection id, so an edited connection is never served by the old settings' cache.
+    """
     loop = asyncio.get_running_loop()
     lock = _LOCKS.setdefault(loop, asyncio.Lock())
     async with lock:  # one hook and one set of followers, however many triggers start at once
@@ -344,7 +346,7 @@ async def acquire(
         key = (cluster, namespace)
         cache = registry.get(key)
         if cache is None:
-            cache = WatchCache(key, await make_hook(), namespace)
+            cache = WatchCache(key, hook, namespace)
             cache.start()
             registry[key] = cache
         cache.users += 1

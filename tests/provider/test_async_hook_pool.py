@@ -15,10 +15,8 @@ import contextlib
 import gc
 import json
 import logging
-import selectors
 import shutil
 import signal
-import socket
 import ssl
 import subprocess
 import sys
@@ -40,6 +38,7 @@ from airflow_gang.exceptions import GangApiError
 from airflow_gang.hooks import AsyncGangJobHook, GangJobHook, client_pool
 from airflow_gang.spec import GangJobSpec
 from airflow_gang.triggers.gang import GangJobTrigger
+from tests.tcp_relay import TcpRelay
 from tests.waiting import eventually
 
 NS = "default"
@@ -124,62 +123,6 @@ def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sim]:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(timeout=10)
-
-
-class TcpRelay:
-    """Forwards TCP connections to the simulator, counting them as the API server sees them."""
-
-    def __init__(self, upstream: tuple[str, int]) -> None:
-        self._upstream = upstream
-        self._listener = socket.create_server(("127.0.0.1", 0))
-        self.port: int = self._listener.getsockname()[1]
-        self._lock = threading.Lock()
-        self._open: set[socket.socket] = set()
-        self._stopped = False
-        self.opened = 0
-        threading.Thread(target=self._accept, daemon=True, name="tcp-relay").start()
-
-    @property
-    def open_now(self) -> int:
-        with self._lock:
-            return len(self._open)
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self._listener.accept()
-            except OSError:
-                return  # closed
-            upstream = socket.create_connection(self._upstream)
-            with self._lock:
-                self.opened += 1
-                self._open.add(client)
-            threading.Thread(target=self._relay, args=(client, upstream), daemon=True).start()
-
-    def _relay(self, client: socket.socket, upstream: socket.socket) -> None:
-        """Copy bytes both ways until either side closes, then close both."""
-        try:
-            with selectors.DefaultSelector() as selector:
-                selector.register(client, selectors.EVENT_READ, upstream)
-                selector.register(upstream, selectors.EVENT_READ, client)
-                while not self._stopped:
-                    for key, _ in selector.select(timeout=0.2):
-                        source: socket.socket = key.fileobj  # type: ignore[assignment]
-                        data = source.recv(65536)
-                        if not data:
-                            return
-                        key.data.sendall(data)
-        except OSError:
-            pass
-        finally:
-            with self._lock:
-                self._open.discard(client)
-            client.close()
-            upstream.close()
-
-    def close(self) -> None:
-        self._stopped = True
-        self._listener.close()
 
 
 @pytest.fixture

@@ -1,0 +1,120 @@
+"""Deferred waits follow a Kubernetes connection edited while they wait (issue 24).
+
+The connection ``kubernetes_moving`` names a kubeconfig file whose server is a TCP relay in front
+of the embedded cluster's API server. While triggers wait, the cluster "moves": a second relay
+starts, the kubeconfig file is rewritten to point at it, and the first relay closes with every
+connection through it. A triggerer keeping the old settings would then report "Kubernetes API
+unavailable" for as long as its triggers live; the provider looks at the connection again when
+its server stops answering, and a trigger started after the edit never joins the old cache.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+import yaml
+
+from airflow_gang.hooks.gang import GangJobHook
+from airflow_gang.triggers import watch_cache
+from airflow_gang.triggers.gang import GangJobTrigger
+from gang_sim.cluster import SimCluster
+from tests.e2e.test_trigger_watches import first_event
+from tests.e2e.test_watch_cache import Submitted, submit  # noqa: F401  (the fixture)
+from tests.tcp_relay import TcpRelay
+
+pytestmark = pytest.mark.usefixtures("kube_connection")
+
+CONN_ID = "kubernetes_moving"
+NAMESPACE = "default"
+
+
+def write_kubeconfig(path: Path, cluster: SimCluster, server: str) -> None:
+    config = yaml.safe_load(Path(cluster.kubeconfig_path).read_text())
+    for entry in config["clusters"]:
+        entry["cluster"]["server"] = server
+    path.write_text(yaml.safe_dump(config))
+
+
+@pytest.fixture
+def moving(cluster: SimCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The kubeconfig file the ``kubernetes_moving`` connection names (first through one relay)."""
+    kubeconfig = tmp_path / "kubeconfig"
+    monkeypatch.setenv(
+        f"AIRFLOW_CONN_{CONN_ID.upper()}",
+        json.dumps({"conn_type": "kubernetes", "extra": {"kube_config_path": str(kubeconfig)}}),
+    )
+    return kubeconfig
+
+
+def api_server(cluster: SimCluster) -> tuple[str, int]:
+    parts = urlsplit(cluster.url)
+    assert parts.hostname
+    assert parts.port
+    return parts.hostname, parts.port
+
+
+def waiting_trigger(job: Submitted, watch: str) -> GangJobTrigger:
+    """A trigger as the triggerer rebuilds it, polling every 2 s when ``watch="poll"``."""
+    built = GangJobTrigger(
+        name=job.name,
+        namespace=NAMESPACE,
+        uid=job.uid,
+        gang_scheduling="provider",
+        poll_interval=2 if watch == "poll" else 600,
+        watch=watch,
+        hook_kwargs=GangJobHook(conn_id=CONN_ID).async_hook_kwargs(),
+    )
+    return GangJobTrigger(**built.serialize()[1])
+
+
+@pytest.mark.parametrize("watch", ["shared", "per_trigger", "poll"])
+def test_waits_follow_a_connection_edited_to_a_new_endpoint_without_a_phantom_outage(
+    watch: str,
+    cluster: SimCluster,
+    moving: Path,
+    submit: Callable[..., Submitted],  # noqa: F811  (the fixture imported above)
+    capfd: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    old = TcpRelay(api_server(cluster))
+    write_kubeconfig(moving, cluster, old.url)
+    before, after = submit(8.0), submit(3.0)
+    seen: dict[str, Any] = {}
+
+    async def run() -> list[dict[str, Any]]:
+        waiting = asyncio.create_task(first_event(waiting_trigger(before, watch), 60))
+        await asyncio.sleep(2.5)  # watching (or polled once) through the old endpoint
+        seen["through the old endpoint"] = old.opened > 0
+        new = TcpRelay(api_server(cluster))
+        seen["new endpoint"] = new.url
+        await asyncio.to_thread(write_kubeconfig, moving, cluster, new.url)
+        old.close()
+        later = asyncio.create_task(first_event(waiting_trigger(after, watch), 60))
+        await asyncio.sleep(1.0)
+        seen["caches after the edit"] = len(watch_cache.caches())
+        events = await asyncio.gather(waiting, later)
+        seen["through the new endpoint"] = new.opened > 0
+        new.close()
+        return events
+
+    events = asyncio.run(run())
+
+    assert [(event["status"], event["uid"]) for event in events] == [
+        ("succeeded", before.uid),
+        ("succeeded", after.uid),
+    ]
+    assert seen["through the old endpoint"], seen
+    assert seen["through the new endpoint"], seen
+    if watch == "shared":
+        # The trigger started after the edit did not join the old settings' cache.
+        assert seen["caches after the edit"] == 2, seen
+    logged = capfd.readouterr().out + caplog.text
+    assert "unavailable" not in logged.lower(), logged[-3000:]
+    # The waits started before the edit switched their client, and said so.
+    assert f"calls now go to {seen['new endpoint']}" in logged, logged[-3000:]
