@@ -30,9 +30,10 @@ lint: $(INSTALLED)
 	$(BIN)/mypy airflow_gang sim/gang_sim stack/gang_stack
 	$(BIN)/lint-imports
 
-# Everything CI runs: lint, then every test but the `slow` ones (28 min on 2 cores, fresh clone).
+# Everything CI runs: lint, then every test but the `slow` ones, in two lanes (pytest-xdist, -n 2):
+# the tests that wait on real Airflow processes beside all the others (tests/conftest.py).
 test: lint
-	$(BIN)/pytest -m "not slow"
+	$(BIN)/pytest -m "not slow" -n 2
 
 # The long ones left out of `make test` for CI's time budget: each has a faster twin there.
 test-slow: $(INSTALLED)

@@ -84,6 +84,16 @@ def jobs(api: k8s.ApiClient) -> list[dict[str, object]]:
     return list(listed["items"])
 
 
+def settled_jobs(api: k8s.ApiClient) -> list[dict[str, object]]:
+    """The jobs still there once cleanups and the reaper (every 3 s here) had their chance."""
+    deadline = time.monotonic() + SETTLE_SECONDS
+    remaining = jobs(api)
+    while remaining and time.monotonic() < deadline:
+        time.sleep(1.0)
+        remaining = jobs(api)
+    return remaining
+
+
 def measure(config: str, runs: int, env: dict[str, str], dags: Path) -> Outcome:
     outcome = Outcome(config)
     with (
@@ -102,8 +112,7 @@ def measure(config: str, runs: int, env: dict[str, str], dags: Path) -> Outcome:
             outcome.tasks += len(tis)
             failed = [ti for ti in tis if ti["state"] != "success"]
             outcome.failed += len(failed)
-            time.sleep(SETTLE_SECONDS)  # cleanups and the reaper (every 3 s here) finish first
-            remaining = jobs(api)
+            remaining = settled_jobs(api)
             outcome.left_behind += len(remaining)
             for job in remaining:  # start the next run on an empty pool
                 name = job["metadata"]["name"]  # type: ignore[index]

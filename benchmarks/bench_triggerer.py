@@ -27,7 +27,7 @@ second, in a child process) and one Airflow home (temporary ``AIRFLOW_HOME``, SQ
    a task: an event moves its TI to ``scheduled``, which is what would send it to a worker.
 3. Once every trigger has written its first status line (all are running and have looked), an
    idle window in which nothing changes on the cluster: open watches and the request rate. It
-   lasts 60 s (``--idle-window``; 20 s with ``--quick``): one lifetime of a per-trigger watch (the
+   lasts 60 s (``--idle-window``; 6 s with ``--quick``, a smoke run): one lifetime of a per-trigger watch (the
    trigger asks for 60 s and reopens it), so each is reopened exactly once in it, and six polls.
 4. The queue's capability is raised to the whole cluster: the jobs are admitted and finish in waves
    of 80 (plus Volcano's 1.2 overcommit), until every job has finished and every TI has left
@@ -726,7 +726,7 @@ def parse_args(argv: Sequence[str] | None = None) -> Config:
     parser.add_argument(
         "--idle-window",
         type=float,
-        help="seconds of the idle measurement (default 60: one per-trigger watch lifetime; --quick: 20)",
+        help="seconds of the idle measurement (default 60: one per-trigger watch lifetime; --quick: 6)",
     )
     parser.add_argument("--json", metavar="PATH", help="also write every phase's numbers and per-job moments")
     parser.add_argument(
@@ -738,7 +738,7 @@ def parse_args(argv: Sequence[str] | None = None) -> Config:
     unknown = set(designs) - set(DESIGNS)
     if unknown or not designs or not sizes or min(sizes) < 1:
         parser.error(f"--designs from {', '.join(DESIGNS)}; --sizes positive integers")
-    window = args.idle_window if args.idle_window is not None else 20.0 if args.quick else 60.0
+    window = args.idle_window if args.idle_window is not None else 6.0 if args.quick else 60.0
     return Config(
         sizes=sizes, designs=designs, idle_window=window, keep_home=args.keep_home, json_path=args.json
     )

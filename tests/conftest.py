@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -49,6 +50,42 @@ def tier_of(path: Path) -> str:
     relative = path.resolve().relative_to(TESTS).as_posix()
     matches = [prefix for prefix in TIERS if relative == prefix or relative.startswith(f"{prefix}/")]
     return TIERS[max(matches, key=len)] if matches else "fast"
+
+
+# Tests that spend their time waiting on real Airflow processes (a scheduler's loop, a triggerer's
+# handover) rather than on this process's CPU. `make test` runs them in a second pytest-xdist
+# worker beside all the others (``-n 2``, `pytest_xdist_make_scheduler`): two lanes, each in the
+# order it is collected, each worker keeping its package-scoped fixtures.
+BESIDE = (
+    "realstack",
+    "bench",
+    "stack/test_stack.py",
+    "stack/test_cli.py",
+    "plugins/test_airflow_api_server.py",
+)
+
+
+def lane_of(nodeid: str) -> str:
+    """``airflow-processes`` or ``in-process``, from a test's node id (its path under tests/)."""
+    relative = nodeid.split("::", 1)[0].removeprefix("tests/")
+    beside = any(relative == prefix or relative.startswith(f"{prefix}/") for prefix in BESIDE)
+    return "airflow-processes" if beside else "in-process"
+
+
+@pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook: unknown without it
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Two lanes (`lane_of`), one per worker: xdist's scope scheduling with the lane as the scope.
+
+    (``--dist loadgroup`` with ``xdist_group`` marks would say the same, but pytest-xdist 3.8 does
+    not see those marks under pytest 9, whose node ids it can no longer rewrite.)
+    """
+    from xdist.scheduler import LoadScopeScheduling
+
+    class TwoLanes(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return lane_of(nodeid)
+
+    return TwoLanes(config, log)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

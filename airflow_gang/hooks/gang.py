@@ -41,6 +41,7 @@ from airflow_gang.hooks.kinds import (
     owner_reference_patch,
 )
 from airflow_gang.hooks.pods import JobPodsMixin, read_json
+from airflow_gang.hooks.watches import SyncWatchesMixin
 
 __all__ = ["REQUIRED_PERMISSIONS", "AsyncGangJobHook", "GangJobHook"]
 
@@ -48,7 +49,7 @@ T = TypeVar("T")
 JsonDict = dict[str, Any]
 
 
-class GangJobHook(JobPodsMixin, CallingHook):
+class GangJobHook(JobPodsMixin, SyncWatchesMixin, CallingHook):
     """Synchronous API calls for gang-scheduled PyTorchJobs: the job, its PodGroup, queue, pods, logs.
 
     Constructor arguments and connection extras are `KubernetesHook`'s (``conn_id``,

@@ -1,10 +1,12 @@
 """The wait of a sync-mode (``deferrable=False``) task: in the worker, until the gang's outcome.
 
-One read of job, PodGroup and pods per ``poll_interval``; the phase line goes to the task log and
-the ``progress`` entry on each change; the master's log is streamed live once it runs. An API
-that cannot be reached is ridden out by the hook (the caller's `GangJobHook.riding_out` block:
-nothing deleted, until ``api_unavailable_timeout``). The wait decides nothing about deleting: it
-reports how it ended and the operator acts (`airflow_gang.operators.pytorch_job`).
+The job, PodGroup and pods are followed by watches (`airflow_gang.jobs.job_watch`): a change is
+seen as it happens, as the triggerer sees it, and the wait reads the gang from memory; while a
+watch fails it reads them every ``poll_interval`` instead. The phase line goes to the task log
+and the ``progress`` entry on each change; the master's log is streamed live once it runs. An
+API that cannot be reached is ridden out by the hook (the caller's `GangJobHook.riding_out`
+block: nothing deleted, until ``api_unavailable_timeout``). The wait decides nothing about
+deleting: it reports how it ended and the operator acts (`airflow_gang.operators.pytorch_job`).
 """
 
 from __future__ import annotations
@@ -18,9 +20,14 @@ from typing import Any, Literal, NamedTuple
 from airflow_gang.gang_state import GangPhase, GangSnapshot, GangStatus, master_pod_name
 from airflow_gang.hooks.gang import GangJobHook
 from airflow_gang.jobs import observation
+from airflow_gang.jobs.job_watch import JobWatch
 from airflow_gang.operators.log_follower import LogFollower
 
 JsonDict = dict[str, Any]
+# How long the first look waits for the watches to list (it reads the objects itself after that).
+WATCH_SYNC_SECONDS = 5.0
+# While every watch works, a read anyway this often: the safety net informers resync with.
+RESYNC_SECONDS = 300.0
 
 
 class WaitEnd(NamedTuple):
@@ -38,6 +45,7 @@ class WorkerWait:
 
     :param on_change: called with the gang's status whenever its description changes.
     :param follow_logs: stream the master replica's log into the task log once it runs.
+    :param watch: follow the objects with watches; False polls every ``poll_interval``.
     """
 
     hook: GangJobHook
@@ -47,16 +55,38 @@ class WorkerWait:
     follow_logs: bool
     follower: LogFollower | None = None
     sleep: Callable[[float], None] = time.sleep
+    watch: bool = True
 
     def run(
         self, job: JsonDict, gang_scheduling: str, wait_for: str, deadline: dt.datetime | None
+    ) -> WaitEnd:
+        metadata = job["metadata"]
+        name, namespace = metadata["name"], metadata["namespace"]
+        if not self.watch:
+            return self._wait(None, job, gang_scheduling, wait_for, deadline)
+        with_podgroup = gang_scheduling != "disabled"
+        with JobWatch(self.hook, name, namespace, with_podgroup=with_podgroup, log=self.log) as feed:
+            feed.ready(WATCH_SYNC_SECONDS)
+            return self._wait(feed, job, gang_scheduling, wait_for, deadline)
+
+    def _wait(
+        self,
+        feed: JobWatch | None,
+        job: JsonDict,
+        gang_scheduling: str,
+        wait_for: str,
+        deadline: dt.datetime | None,
     ) -> WaitEnd:
         metadata = job["metadata"]
         name, namespace, uid = metadata["name"], metadata["namespace"], metadata["uid"]
         admitted_at: str | None = None
         last = ""
         while True:
-            seen = observation.observe(self.hook, name, namespace, gang_scheduling, uid)
+            if feed is not None:
+                feed.changed.clear()
+            seen = (feed.look(uid, gang_scheduling) if feed else None) or observation.observe(
+                self.hook, name, namespace, gang_scheduling, uid
+            )
             status = seen.status
             if self.follow_logs and self.follower is None and status.phase is GangPhase.RUNNING:
                 self.follower = LogFollower(self.hook, master_pod_name(name), namespace, self.log).start()
@@ -79,7 +109,20 @@ class WorkerWait:
                 return WaitEnd("finished", seen, admitted_at)
             if admitted_at is None and deadline is not None and dt.datetime.now(dt.UTC) >= deadline:
                 return WaitEnd("admission_timeout", seen, None)
-            self.sleep(self.poll_interval)
+            self._pause(feed, deadline if admitted_at is None else None)
+
+    def _pause(self, feed: JobWatch | None, deadline: dt.datetime | None) -> None:
+        """Until something changes (watching) or for ``poll_interval`` (polling), never past the
+        admission ``deadline``."""
+        seconds = self.poll_interval
+        if feed is not None and feed.healthy:
+            seconds = max(self.poll_interval, RESYNC_SECONDS)
+        if deadline is not None:
+            seconds = min(seconds, max(0.0, (deadline - dt.datetime.now(dt.UTC)).total_seconds()))
+        if feed is None:
+            self.sleep(seconds)
+        else:
+            feed.changed.wait(seconds)
 
     def stop_following(self, timeout: float = 10.0) -> bool:
         """Stop the log stream; whether it had delivered the whole log (then no tail is needed)."""

@@ -4,80 +4,33 @@ List (for a resourceVersion and the current objects), then watch from there, res
 last event's or bookmark's version when the server ends the stream, and listing again after
 ``410 Gone`` — at once the first time, then more slowly, so a server answering 410 to every
 fresh version cannot spin the loop. Any other failure is retried with capped, jittered
-backoff; what a failure means (polling meanwhile) is the owner's to decide through the
-callbacks, and nothing but cancellation ends the loop. `WatchTrouble` is how owners say it: a
-WARNING once per episode of failures, a reminder every few minutes while it lasts, an INFO when
-the watch is back.
+backoff (both rules in `airflow_gang.watch_rules`, shared with the worker's synchronous
+`airflow_gang.jobs.job_watch`); what a failure means (polling meanwhile) is the owner's to
+decide through the callbacks, and nothing but cancellation ends the loop. Owners say it with
+`WatchTrouble`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import random
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from airflow_gang.exceptions import GangApiError
-from airflow_gang.outage import REMINDER_SECONDS, Episode, OutageLog, may_mean_moved
+from airflow_gang.outage import may_mean_moved
+from airflow_gang.watch_rules import WatchTrouble, relist_delay, retry_delay
 
 if TYPE_CHECKING:
     from airflow_gang.hooks.gang_async import AsyncGangJobHook
     from airflow_gang.hooks.kinds import WatchKind
 
 JsonDict = dict[str, Any]
-RETRY_MAX_SECONDS = 30.0
+__all__ = ["ListWatch", "WatchTrouble"]
 
 
 def _ignore(*_: object) -> None:
     return None
-
-
-class WatchTrouble:
-    """What the log says about one failing watch: once per episode, a reminder while it lasts.
-
-    The first failure of an episode logs ``<what> failed (<error>); <meanwhile>`` at WARNING;
-    while failures go on, ``<what> still failing ...`` is logged again every ``reminder_every``
-    seconds (`airflow_gang.outage.Episode`, as for the waits' API outages); `back` ends the
-    episode with an INFO, and the next failure warns again.
-
-    :param what: the watch, e.g. ``watch of pod for ml/train-1``.
-    :param meanwhile: what happens while it fails, e.g. ``polling until it is back``.
-    """
-
-    def __init__(
-        self,
-        log: OutageLog,
-        what: str,
-        meanwhile: str,
-        *,
-        reminder_every: float = REMINDER_SECONDS,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.log = log
-        self.what = what
-        self.meanwhile = meanwhile
-        self.episode = Episode(reminder_every, clock)
-
-    def failed(self, error: Exception) -> None:
-        if not self.episode.failed():
-            return
-        if self.episode.failures == 1:
-            self.log.warning("%s failed (%s); %s", self.what, error, self.meanwhile)
-        else:
-            self.log.warning(
-                "%s still failing after %.0fs (%d failures; last: %s); %s",
-                self.what,
-                self.episode.seconds(),
-                self.episode.failures,
-                error,
-                self.meanwhile,
-            )
-
-    def back(self) -> None:
-        if self.episode.recovered():
-            self.log.info("%s is back", self.what)
 
 
 @dataclass
@@ -155,8 +108,7 @@ class ListWatch:
                 if isinstance(error, GangApiError) and error.status == 410:
                     version = ""  # compacted: list again
                     gone += 1
-                    if gone > 1:
-                        await asyncio.sleep(min(RETRY_MAX_SECONDS, 0.5 * gone))
+                    await asyncio.sleep(relist_delay(gone))
                     continue
                 if may_mean_moved(error) and await self.hook.refresh_connection(since=generation):
                     version = ""  # another server now, perhaps another cluster: list afresh
@@ -166,5 +118,4 @@ class ListWatch:
                 if self.relist_after_failure:
                     version = ""
                 self.on_failure(failures, error)
-                base = min(RETRY_MAX_SECONDS, 0.5 * 2.0 ** min(failures, 8))
-                await asyncio.sleep(base / 2 + random.uniform(0, base / 2))
+                await asyncio.sleep(retry_delay(failures))

@@ -693,10 +693,19 @@ class Driver:
             return True
         if not run.gave_up and self.watch.now() - run.started > LIFECYCLE_TIMEOUT:
             run.gave_up = True  # a person would end it: mark it failed, so its run ends too
+            self._fail_task(lifecycle)
+        return False
+
+    def _fail_task(self, lifecycle: Lifecycle) -> None:
+        """Mark the task failed, as a person would; one that failed meanwhile is left as it is
+        (the API answers 409 "already in failed state" while its run has not ended yet)."""
+        try:
             retrying(
                 lambda: self.client.set_task_state(lifecycle.dag_id, lifecycle.run_id, TASK_ID, "failed")
             )
-        return False
+        except StackError as error:
+            if "already in failed state" not in str(error):
+                raise
 
     def _act_when_running(self, run: Run) -> None:
         lifecycle = run.lifecycle
@@ -704,9 +713,7 @@ class Driver:
         if not any(is_running(job) for job in jobs):
             return
         if lifecycle.outcome == "kill":
-            retrying(
-                lambda: self.client.set_task_state(lifecycle.dag_id, lifecycle.run_id, TASK_ID, "failed")
-            )
+            self._fail_task(lifecycle)
         else:
             retrying(lambda: self.client.clear_task(lifecycle.dag_id, lifecycle.run_id, TASK_ID))
         run.acted_at = self.watch.now()
