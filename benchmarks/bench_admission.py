@@ -68,12 +68,12 @@ import kubernetes_asyncio.config as aconfig
 from airflow.triggers.base import TriggerEvent
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
-from sim_process import cluster_process  # benchmarks/sim_process.py, beside this script
+from sim_process import cluster_process, sim_metrics  # benchmarks/sim_process.py, beside this script
+from tagged_clients import TaggedGangJobTrigger, tag  # beside this script
 
 from airflow_gang.gang_state import JOB_NAME_LABEL, GangPhase, gang_status
 from airflow_gang.hooks.gang import AsyncGangJobHook, GangJobHook
 from airflow_gang.spec import GangJobSpec
-from airflow_gang.triggers.gang import GangJobTrigger
 
 JsonDict = dict[str, Any]
 NAMESPACE = "bench-admission"
@@ -275,31 +275,6 @@ def agent(strategy: str, job: str) -> str:
     return f"{AGENT_PREFIX}/{strategy}/{job}"
 
 
-def tag(hook: AsyncGangJobHook, user_agent: str) -> AsyncGangJobHook:
-    """Make the pooled ``ApiClient`` of ``hook`` send ``user_agent`` (the hook has no option for it)."""
-    pool = hook._clients
-    pooled_client = pool.client
-
-    async def client() -> aclient.ApiClient:
-        api = await pooled_client()
-        api.user_agent = user_agent
-        return api
-
-    pool.client = client  # type: ignore[method-assign]
-    return hook
-
-
-class TaggedGangJobTrigger(GangJobTrigger):
-    """`GangJobTrigger` unchanged, except that its hook's clients carry a User-Agent of their own."""
-
-    def __init__(self, *args: Any, user_agent: str, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.user_agent = user_agent
-
-    async def hook(self) -> AsyncGangJobHook:
-        return tag(await super().hook(), self.user_agent)
-
-
 async def detect_with_trigger(name: str, uid: str, hook_kwargs: JsonDict, config: Config) -> float:
     trigger = TaggedGangJobTrigger(
         name,
@@ -408,14 +383,7 @@ def cleanup(hook: GangJobHook, names: list[str]) -> list[str]:
 
 def request_counts(api: k8s.ApiClient) -> dict[str, dict[str, dict[str, int]]]:
     """The API server's own counters for the benchmark's strategies: strategy -> job -> verb -> n."""
-    body = api.call_api(
-        "/sim/v1/metrics",
-        "GET",
-        header_params={"Accept": "application/json"},
-        auth_settings=["BearerToken"],
-        response_types_map={200: "object"},
-        _return_http_data_only=True,
-    )
+    body = sim_metrics(api)
     counts: dict[str, dict[str, dict[str, int]]] = {strategy: {} for strategy in STRATEGIES}
     for entry in body["requests"]:
         parts = entry["userAgent"].split("/")

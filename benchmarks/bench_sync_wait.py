@@ -42,13 +42,13 @@ os.environ.setdefault("AIRFLOW__GANG__RESUME_HOLD_SECONDS", "0")  # measured: th
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes import watch
-from sim_process import cluster_process
+from sim_process import cluster_process, sim_metrics  # beside this script
+from tagged_clients import TaggedGangJobTrigger, TaggedHook  # beside this script
 
 from airflow_gang.gang_state import last_true_condition
-from airflow_gang.hooks.gang import AsyncGangJobHook, GangJobHook
+from airflow_gang.hooks.gang import GangJobHook
 from airflow_gang.operators.worker_wait import WorkerWait
 from airflow_gang.spec import GangJobSpec
-from airflow_gang.triggers.gang import GangJobTrigger
 
 JsonDict = dict[str, Any]
 NAMESPACE = "default"
@@ -68,40 +68,6 @@ NOISY_LOGGERS = (
 
 def agent(waiter: str, job: str) -> str:
     return f"{AGENT_PREFIX}/{waiter.replace(' ', '-')}/{job}"
-
-
-class TaggedHook(GangJobHook):
-    """`GangJobHook` whose requests carry a User-Agent of their own."""
-
-    def __init__(self, *args: Any, user_agent: str, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.user_agent = user_agent
-
-    def get_conn(self) -> k8s.ApiClient:
-        api = super().get_conn()
-        api.user_agent = self.user_agent
-        return api
-
-
-class TaggedTrigger(GangJobTrigger):
-    """`GangJobTrigger` whose hook's pooled client carries a User-Agent of its own."""
-
-    def __init__(self, *args: Any, user_agent: str, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.user_agent = user_agent
-
-    async def hook(self) -> AsyncGangJobHook:
-        hook = await super().hook()
-        pool, build = hook._clients, hook._clients.client
-        user_agent = self.user_agent
-
-        async def client() -> Any:
-            api = await build()
-            api.user_agent = user_agent
-            return api
-
-        pool.client = client  # type: ignore[method-assign]
-        return hook
 
 
 class GroundTruth(threading.Thread):
@@ -157,7 +123,7 @@ def wait_sync(kubeconfig: str, job: JsonDict, waiter: str, poll_interval: float)
 
 def wait_deferred(kubeconfig: str, job: JsonDict, poll_interval: float) -> float:
     name = job["metadata"]["name"]
-    trigger = TaggedTrigger(
+    trigger = TaggedGangJobTrigger(
         name=name,
         namespace=NAMESPACE,
         uid=job["metadata"]["uid"],
@@ -209,14 +175,7 @@ def run_job(kubeconfig: str, seconds: float, poll_interval: float) -> tuple[str,
 
 def request_counts(api: k8s.ApiClient) -> dict[str, dict[str, int]]:
     """Requests per waiter and job, as the API server counted them."""
-    body = api.call_api(
-        "/sim/v1/metrics",
-        "GET",
-        header_params={"Accept": "application/json"},
-        auth_settings=["BearerToken"],
-        response_types_map={200: "object"},
-        _return_http_data_only=True,
-    )
+    body = sim_metrics(api)
     counts: dict[str, dict[str, int]] = {waiter: {} for waiter in WAITERS}
     for entry in body["requests"]:
         parts = entry["userAgent"].split("/")

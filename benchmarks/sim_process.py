@@ -13,6 +13,7 @@ from multiprocessing.synchronize import Event as EventType
 from typing import Any
 
 import psutil
+from kubernetes import client as k8s
 
 _running: list[int] = []  # pid of the cluster process of the `cluster_process` block now open
 
@@ -88,3 +89,16 @@ def cluster_cpu_seconds() -> float:
         except psutil.NoSuchProcess:
             continue
     return total
+
+
+def sim_metrics(api: k8s.ApiClient) -> dict[str, Any]:
+    """The API server's own counters (``/sim/v1/metrics``): requests and open watches by User-Agent."""
+    body: dict[str, Any] = api.call_api(
+        "/sim/v1/metrics",
+        "GET",
+        header_params={"Accept": "application/json"},
+        auth_settings=["BearerToken"],
+        response_types_map={200: "object"},
+        _return_http_data_only=True,
+    )
+    return body

@@ -41,6 +41,7 @@ import kubernetes_asyncio.client as aclient
 import kubernetes_asyncio.config as aconfig
 import psutil  # type: ignore[import-untyped]
 from kubernetes import client as k8s
+from sim_process import sim_metrics  # beside this module
 
 from airflow_gang.gang_state import gang_status
 
@@ -636,22 +637,10 @@ class GroundTruth:
 # --------------------------------------------------------------------------------------------
 
 
-def _metrics(api: k8s.ApiClient) -> JsonDict:
-    body: JsonDict = api.call_api(
-        "/sim/v1/metrics",
-        "GET",
-        header_params={"Accept": "application/json"},
-        auth_settings=["BearerToken"],
-        response_types_map={200: "object"},
-        _return_http_data_only=True,
-    )
-    return body
-
-
 def request_counts(api: k8s.ApiClient, user_agent: str) -> Counter[tuple[str, str]]:
     """Requests so far from ``user_agent``, by (verb, resource); a watch counts once when opened."""
     counts: Counter[tuple[str, str]] = Counter()
-    for entry in _metrics(api)["requests"]:
+    for entry in sim_metrics(api)["requests"]:
         if entry["userAgent"] == user_agent:
             counts[entry["verb"], entry["resource"]] += int(entry["count"])
     return counts
@@ -659,4 +648,4 @@ def request_counts(api: k8s.ApiClient, user_agent: str) -> Counter[tuple[str, st
 
 def open_watches(api: k8s.ApiClient, user_agent: str) -> int:
     """Watch streams of ``user_agent`` open at the API server right now."""
-    return sum(int(e["count"]) for e in _metrics(api)["openWatches"] if e["userAgent"] == user_agent)
+    return sum(int(e["count"]) for e in sim_metrics(api)["openWatches"] if e["userAgent"] == user_agent)
