@@ -42,6 +42,7 @@ TIERS = {
     "plugins": "e2e",
     "e2e": "e2e",
     "realstack": "realstack",
+    "production": "realstack",
     "bench": "bench",
 }
 
@@ -58,6 +59,7 @@ def tier_of(path: Path) -> str:
 # order it is collected, each worker keeping its package-scoped fixtures.
 BESIDE = (
     "realstack",
+    "production",
     "bench",
     "stack/test_stack.py",
     "stack/test_cli.py",

@@ -60,6 +60,18 @@ def register(subparsers: Any) -> None:
         default=None,
         help="run the simulated training-operator with --gang-scheduler-name=volcano (default: without)",
     )
+    parser.add_argument(
+        "--database",
+        choices=["sqlite", "postgres"],
+        default="sqlite",
+        help="metadata DB: sqlite in the home, kept between runs (default), or postgres: a "
+        "PostgreSQL server started with the stack, fresh each run",
+    )
+    parser.add_argument(
+        "--ha",
+        action="store_true",
+        help="two schedulers and two triggerers, as a highly available deployment (implies postgres)",
+    )
     parser.add_argument("--username", default="admin", help="UI login (default admin)")
     parser.add_argument("--password", default="admin", help="UI password (default admin)")
     parser.add_argument(
@@ -133,6 +145,9 @@ def run(args: argparse.Namespace) -> int:
             dags,
             home=home,
             kubeconfig=home / "sim.kubeconfig",
+            database="postgres" if args.ha else args.database,
+            schedulers=2 if args.ha else 1,
+            triggerers=2 if args.ha else 1,
             port=args.port,
             username=args.username,
             password=args.password,

@@ -14,12 +14,13 @@ from collections.abc import Collection, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 
 from gang_stack.client import AirflowClient
 from gang_stack.errors import StackError
+from gang_stack.postgres import PostgresDatabase
 from gang_stack.processes import (
     Component,
     kill_component,
@@ -45,6 +46,25 @@ HEALTH_PARTS = {
 # The part of /api/v2/monitor/health that reports each component's heartbeat (the API server
 # has none: its answering at all, with the metadatabase healthy, is its readiness).
 HEALTH_PART_OF = {"scheduler": "scheduler", "triggerer": "triggerer", "dag-processor": "dag_processor"}
+# Components that may run more than once (Airflow's high availability): the second is "scheduler-2".
+REPLICABLE = {"scheduler": "worker_log_server_port", "triggerer": "trigger_log_server_port"}
+
+
+def component_names(schedulers: int = 1, triggerers: int = 1) -> tuple[str, ...]:
+    """``api-server``, ``scheduler`` (``scheduler-2``...), ``dag-processor``, ``triggerer`` (...)."""
+    if schedulers < 1 or triggerers < 1:
+        raise StackError("a stack runs at least one scheduler and one triggerer")
+    counts = {"scheduler": schedulers, "triggerer": triggerers}
+    names: list[str] = []
+    for kind in COMPONENTS:
+        names += [kind, *(f"{kind}-{n}" for n in range(2, counts.get(kind, 1) + 1))]
+    return tuple(names)
+
+
+def kind_of(name: str) -> str:
+    """The Airflow command a component runs: ``scheduler-2`` -> ``scheduler``."""
+    kind, _, number = name.rpartition("-")
+    return kind if kind in REPLICABLE and number.isdigit() else name
 
 
 class AirflowStack:
@@ -53,7 +73,9 @@ class AirflowStack:
     :param dags_folder: the DAG files to serve.
     :param home: AIRFLOW_HOME (created if missing); default a temporary folder, removed by `stop`
         unless the start failed (its logs are named in the error).
-    :param sql_alchemy_conn: metadata DB URL; default SQLite in the home.
+    :param sql_alchemy_conn: metadata DB URL of a database of yours; default SQLite in the home.
+    :param database: ``sqlite`` (the default, in the home) or ``postgres``: a PostgreSQL server
+        the stack starts and stops itself (`gang_stack.postgres`), as production Airflow runs on.
     :param kubeconfig: sets ``AIRFLOW_CONN_KUBERNETES_DEFAULT`` to a connection using this file.
     :param extra_env: more variables for every component (``AIRFLOW_CONN_*``, ``AIRFLOW__GANG__*``...);
         they win over the stack's own settings.
@@ -81,6 +103,9 @@ class AirflowStack:
         *,
         home: str | Path | None = None,
         sql_alchemy_conn: str | None = None,
+        database: Literal["sqlite", "postgres"] = "sqlite",
+        schedulers: int = 1,
+        triggerers: int = 1,
         kubeconfig: str | Path | None = None,
         extra_env: Mapping[str, str] | None = None,
         port: int = 0,
@@ -92,7 +117,17 @@ class AirflowStack:
     ) -> None:
         self.dags_folder = Path(dags_folder).resolve()
         self._given_home = Path(home).resolve() if home is not None else None
+        if sql_alchemy_conn is not None and database != "sqlite":
+            raise StackError("pass either sql_alchemy_conn (your own database) or database, not both")
         self._sql_alchemy_conn = sql_alchemy_conn
+        self._postgres = PostgresDatabase() if database == "postgres" else None
+        if (schedulers > 1 or triggerers > 1) and database == "sqlite" and sql_alchemy_conn is None:
+            raise StackError(
+                "two schedulers or triggerers need a database with row locks: database='postgres'"
+            )
+        self.component_names = component_names(schedulers, triggerers)
+        # The log server port of each extra scheduler or triggerer (the first ones' are settings').
+        self._log_ports: dict[str, int] = {}
         env = dict(extra_env or {})
         if kubeconfig is not None:
             env.setdefault("AIRFLOW_CONN_KUBERNETES_DEFAULT", kubernetes_connection(kubeconfig))
@@ -164,7 +199,9 @@ class AirflowStack:
     @property
     def running(self) -> bool:
         """Every component started and alive (False while one is killed)."""
-        return set(self.components) == set(COMPONENTS) and all(c.running() for c in self.components.values())
+        return set(self.components) == set(self.component_names) and all(
+            c.running() for c in self.components.values()
+        )
 
     def __enter__(self) -> AirflowStack:
         return self.start()
@@ -186,9 +223,13 @@ class AirflowStack:
             env = self.settings.environment()
             self._migrate(env, deadline=began + self.startup_timeout)
             since = datetime.now(UTC)
-            for name in COMPONENTS:
+            for name in self.component_names:
                 self.components[name] = start_component(
-                    name, self._command(name), env, self.home, self.log_dir / f"{name}.log"
+                    name,
+                    self._command(name),
+                    self._environment_of(name),
+                    self.home,
+                    self.log_dir / f"{name}.log",
                 )
             self._wait_healthy(since, deadline=began + self.startup_timeout, timeout=self.startup_timeout)
             self.client.token(refresh=True)
@@ -216,7 +257,7 @@ class AirflowStack:
             home=home,
             dags_folder=self.dags_folder,
             port=self._port or free_port(),
-            sql_alchemy_conn=self._sql_alchemy_conn,
+            sql_alchemy_conn=self._postgres.start() if self._postgres else self._sql_alchemy_conn,
             username=self.username,
             password=self.password,
             parallelism=self.parallelism,
@@ -231,7 +272,17 @@ class AirflowStack:
         if name == "api-server":
             port = str(self.settings.port)
             return [airflow, "api-server", "--host", self.settings.host, "--port", port, "--workers", "1"]
-        return [airflow, name]
+        return [airflow, kind_of(name)]
+
+    def _environment_of(self, name: str) -> dict[str, str]:
+        """The stack's environment, with a log server port of its own for an extra scheduler or
+        triggerer (two on one machine would fight over one)."""
+        env = self.settings.environment()
+        kind = kind_of(name)
+        if kind != name:
+            port = self._log_ports.setdefault(name, free_port())
+            env[f"AIRFLOW__LOGGING__{REPLICABLE[kind].upper()}"] = str(port)
+        return env
 
     def _migrate(self, env: dict[str, str], deadline: float) -> None:
         log_path = self.log_dir / "db-migrate.log"
@@ -329,13 +380,13 @@ class AirflowStack:
             component = start_component(
                 name,
                 self._command(name),
-                self.settings.environment(),
+                self._environment_of(name),
                 self.home,
                 self.log_dir / f"{name}.log",
                 append=True,
             )
             self.components[name] = component
-        part = HEALTH_PART_OF.get(name)
+        part = HEALTH_PART_OF.get(kind_of(name))
         self._wait_healthy(
             since,
             deadline=time.monotonic() + limit,
@@ -345,10 +396,9 @@ class AirflowStack:
         )
         return component
 
-    @staticmethod
-    def _check_name(name: str) -> None:
-        if name not in COMPONENTS:
-            raise StackError(f"no component {name!r}: the stack runs {', '.join(COMPONENTS)}")
+    def _check_name(self, name: str) -> None:
+        if name not in self.component_names:
+            raise StackError(f"no component {name!r}: the stack runs {', '.join(self.component_names)}")
 
     # Stopping
     def stop(self) -> None:
@@ -363,6 +413,8 @@ class AirflowStack:
                 report = stop_components(list(self.components.values()), self.stop_grace)
                 self.killed_on_stop, self.leftovers = report.killed, report.left
                 self.components = {}
+            if self._postgres is not None:
+                self._postgres.stop()
             if self._temporary_home and self._settings is not None:
                 shutil.rmtree(self._settings.home, ignore_errors=True)
                 self._temporary_home = False

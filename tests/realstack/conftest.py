@@ -80,8 +80,15 @@ def stack(
     # A home under pytest's basetemp (kept for the last runs): the components' logs and task logs
     # stay readable after a failure.
     home = tmp_path_factory.mktemp("realstack-home")
+    # On PostgreSQL, as teams run Airflow (issue 24): every real-stack test is production-shaped
+    # in its database; the SQLite stack of `make airflow` has its own tests (tests/stack).
     with AirflowStack(
-        dags, home=home, kubeconfig=cluster.kubeconfig_path, extra_env=env, parallelism=8
+        dags,
+        home=home,
+        database="postgres",
+        kubeconfig=cluster.kubeconfig_path,
+        extra_env=env,
+        parallelism=8,
     ) as running:
         for dag_id in (*DAG_FILES, *CHAOS_DAG_FILES, *EXAMPLE_DAGS):
             running.client.wait_for_dag(dag_id, timeout=120)

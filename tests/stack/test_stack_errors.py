@@ -42,3 +42,8 @@ def test_a_component_dying_at_startup_names_it_with_its_log(tmp_path: Path) -> N
     assert stack.leftovers == []
     assert (stack.home / "stack-logs" / "scheduler.log").is_file()  # kept for the reader of the error
     shutil.rmtree(stack.home)
+
+
+def test_a_database_and_a_connection_string_are_refused_together(tmp_path: Path) -> None:
+    with pytest.raises(StackError, match="either sql_alchemy_conn"):
+        AirflowStack(tmp_path, sql_alchemy_conn="sqlite:///x.db", database="postgres")

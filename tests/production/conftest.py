@@ -1,0 +1,77 @@
+"""A production-shaped Airflow for end-to-end tests (issue 24): PostgreSQL, two schedulers and two
+triggerers (LocalExecutor), with an api-server and a dag-processor, against an embedded 2 x 2-GPU
+cluster. A package of its own, after `tests/realstack`: pytest ends that package's stack before
+this one starts, so two stacks never share the 2 cores.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg2
+import pytest
+from kubernetes import client as k8s
+
+from gang_sim.cluster import SimCluster
+from gang_stack import AirflowStack
+from tests.e2e.conftest import leftovers
+from tests.realstack.conftest import EMPTY, REAPER_INTERVAL
+from tests.realstack.dags import DAG_FILES
+from tests.waiting import eventually
+
+SWEEP = "rs_gang_sweep"
+
+
+@pytest.fixture(scope="package")
+def cluster() -> Iterator[SimCluster]:
+    with SimCluster(nodes=2, gpus_per_node=2, schedule_period=0.5) as running:
+        yield running
+
+
+@pytest.fixture(scope="package")
+def stack(cluster: SimCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[AirflowStack]:
+    dags = tmp_path_factory.mktemp("production-dags")
+    (dags / f"{SWEEP}.py").write_text(DAG_FILES[SWEEP])
+    env = {"AIRFLOW__GANG__ORPHAN_REAPER_INTERVAL": str(REAPER_INTERVAL)}
+    with AirflowStack(
+        dags,
+        home=tmp_path_factory.mktemp("production-home"),
+        database="postgres",
+        schedulers=2,
+        triggerers=2,
+        kubeconfig=cluster.kubeconfig_path,
+        extra_env=env,
+        parallelism=8,
+    ) as running:
+        running.client.wait_for_dag(SWEEP, timeout=120)
+        yield running
+
+
+@pytest.fixture
+def api(cluster: SimCluster) -> Iterator[k8s.ApiClient]:
+    with cluster.api_client() as client:
+        yield client
+
+
+@pytest.fixture(autouse=True)
+def nothing_left_behind(api: k8s.ApiClient) -> Iterator[None]:
+    yield
+    eventually(lambda: leftovers(api) == EMPTY, timeout=30, message=f"left behind: {leftovers(api)}")
+
+
+def query(stack: AirflowStack, sql: str, *args: Any) -> list[tuple[Any, ...]]:
+    """Rows from the stack's metadata database (PostgreSQL)."""
+    dsn = stack.settings.database.replace("postgresql+psycopg2://", "postgresql://")
+    connection = psycopg2.connect(dsn)
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute(sql, args)
+            return list(cursor.fetchall())
+    finally:
+        connection.close()
+
+
+def repo_root() -> Path:
+    return Path(__file__).resolve().parents[2]
