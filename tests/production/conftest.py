@@ -7,10 +7,7 @@ this one starts, so two stacks never share the 2 cores.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
 
-import psycopg2
 import pytest
 from kubernetes import client as k8s
 
@@ -59,19 +56,3 @@ def api(cluster: SimCluster) -> Iterator[k8s.ApiClient]:
 def nothing_left_behind(api: k8s.ApiClient) -> Iterator[None]:
     yield
     eventually(lambda: leftovers(api) == EMPTY, timeout=30, message=f"left behind: {leftovers(api)}")
-
-
-def query(stack: AirflowStack, sql: str, *args: Any) -> list[tuple[Any, ...]]:
-    """Rows from the stack's metadata database (PostgreSQL)."""
-    dsn = stack.settings.database.replace("postgresql+psycopg2://", "postgresql://")
-    connection = psycopg2.connect(dsn)
-    try:
-        with connection.cursor() as cursor:
-            cursor.execute(sql, args)
-            return list(cursor.fetchall())
-    finally:
-        connection.close()
-
-
-def repo_root() -> Path:
-    return Path(__file__).resolve().parents[2]

@@ -18,7 +18,8 @@ from collections import Counter
 from kubernetes import client as k8s
 
 from gang_stack import AirflowStack
-from tests.production.conftest import SWEEP, query
+from tests.production.conftest import SWEEP
+from tests.realstack.conftest import metadata_db
 from tests.realstack.test_deployment import check_sweep_timelines, results, run_gang_sweep, states
 from tests.realstack.test_process_faults import created_jobs
 from tests.waiting import eventually
@@ -29,14 +30,14 @@ HEARTBEAT_SECONDS = 5.0
 
 
 def triggerer_heartbeats(stack: AirflowStack) -> dict[int, dt.datetime]:
-    rows = query(
+    rows = metadata_db(
         stack, "select id, latest_heartbeat from job where job_type = 'TriggererJob' and state = 'running'"
     )
     return {int(job_id): beat for job_id, beat in rows}
 
 
 def triggers_held(stack: AirflowStack) -> Counter[int]:
-    rows = query(stack, "select triggerer_id from trigger where triggerer_id is not null")
+    rows = metadata_db(stack, "select triggerer_id from trigger where triggerer_id is not null")
     return Counter(int(row[0]) for row in rows)
 
 

@@ -15,8 +15,10 @@ import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+import sqlalchemy
 from kubernetes import client as k8s
 
 from gang_sim.cluster import SimCluster
@@ -146,3 +148,15 @@ def component_logs(stack: AirflowStack) -> str:
 
 def stack_dir(stack: AirflowStack) -> Path:
     return stack.home
+
+
+def metadata_db(stack: AirflowStack, sql: str, **params: Any) -> list[tuple[Any, ...]]:
+    """Run ``sql`` (``:name`` parameters) on the stack's metadata database, SQLite or PostgreSQL,
+    committed; the rows it returned (none for an UPDATE)."""
+    engine = sqlalchemy.create_engine(stack.settings.database)
+    try:
+        with engine.begin() as connection:
+            result = connection.execute(sqlalchemy.text(sql), params)
+            return [tuple(row) for row in result] if result.returns_rows else []
+    finally:
+        engine.dispose()

@@ -17,7 +17,6 @@ carries is readable by anyone who can read the database.
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -32,7 +31,7 @@ from airflow_gang.reaper import STATE_STORE_JOB_KEY
 from gang_sim.cluster import SimCluster
 from gang_stack import AirflowStack
 from gang_stack.settings import load_secrets
-from tests.realstack.conftest import component_logs
+from tests.realstack.conftest import component_logs, metadata_db
 from tests.realstack.dags import INLINE_KUBECONFIG_CONN_ID
 from tests.waiting import eventually
 
@@ -59,16 +58,6 @@ def leaked(text: str, secrets: Mapping[str, str]) -> list[str]:
     return sorted(name for name, value in secrets.items() if value in text)
 
 
-def database_path(stack: AirflowStack) -> Path:
-    url = stack.settings.database
-    assert url.startswith("sqlite:///"), f"this test reads a SQLite metadata DB, not {url}"
-    return Path(url.removeprefix("sqlite:///"))
-
-
-def read_only(stack: AirflowStack) -> sqlite3.Connection:
-    return sqlite3.connect(f"file:{database_path(stack)}?mode=ro", uri=True, timeout=30)
-
-
 def decrypt_kwargs(stored: str, fernet: Fernet) -> str:
     """A trigger row's ``kwargs`` as Airflow reads them (`Trigger._decrypt_kwargs`): Fernet
     tokens, or plain JSON left by some migration paths."""
@@ -79,18 +68,18 @@ def decrypt_kwargs(stored: str, fernet: Fernet) -> str:
 
 def trigger_rows(stack: AirflowStack, run_id: str) -> list[tuple[int, str, str]]:
     """(id, classpath, stored kwargs) of the triggers the run's task instances wait for."""
-    with read_only(stack) as db:
-        rows = db.execute(
-            "SELECT t.id, t.classpath, t.kwargs FROM trigger AS t "
-            "JOIN task_instance AS ti ON ti.trigger_id = t.id WHERE ti.dag_id = ? AND ti.run_id = ?",
-            (DAG_ID, run_id),
-        ).fetchall()
+    rows = metadata_db(
+        stack,
+        "SELECT t.id, t.classpath, t.kwargs FROM trigger AS t "
+        "JOIN task_instance AS ti ON ti.trigger_id = t.id WHERE ti.dag_id = :dag_id AND ti.run_id = :run_id",
+        dag_id=DAG_ID,
+        run_id=run_id,
+    )
     return [(int(row[0]), str(row[1]), str(row[2])) for row in rows]
 
 
 def all_trigger_kwargs(stack: AirflowStack) -> list[str]:
-    with read_only(stack) as db:
-        return [str(row[0]) for row in db.execute("SELECT kwargs FROM trigger").fetchall()]
+    return [str(row[0]) for row in metadata_db(stack, "SELECT kwargs FROM trigger")]
 
 
 def values_of_key(tree: Any, key: str) -> list[Any]:
@@ -152,10 +141,9 @@ def test_credentials_of_an_inline_kubeconfig_stay_in_the_connection(
     assert token, "the simulator runs without auth: nothing to leak"
     assert token in secrets.values(), "the kubeconfig lacks the simulator's token"
     # Stored in the DB, no environment variable: the triggerer must look it up through Airflow.
-    with read_only(stack) as db:
-        in_db = db.execute(
-            "SELECT conn_type FROM connection WHERE conn_id = ?", (INLINE_KUBECONFIG_CONN_ID,)
-        ).fetchall()
+    in_db = metadata_db(
+        stack, "SELECT conn_type FROM connection WHERE conn_id = :conn_id", conn_id=INLINE_KUBECONFIG_CONN_ID
+    )
     assert in_db == [("kubernetes",)]
     assert f"AIRFLOW_CONN_{INLINE_KUBECONFIG_CONN_ID.upper()}" not in stack.environment()
 

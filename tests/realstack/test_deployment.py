@@ -33,7 +33,7 @@ from gang_sim.cluster import SimCluster
 from gang_stack import AirflowStack
 from tests.e2e.conftest import leftovers
 from tests.e2e.test_scenarios import delete_job, jobs_of
-from tests.realstack.conftest import EMPTY, REAPER_INTERVAL, component_logs
+from tests.realstack.conftest import EMPTY, REAPER_INTERVAL, component_logs, metadata_db
 from tests.sim.apiserver.helpers import call
 from tests.waiting import eventually
 
@@ -249,15 +249,13 @@ def test_marking_a_deferred_task_failed_deletes_its_job(stack: AirflowStack, api
 
 def fail_in_database(stack: AirflowStack, run_id: str, task_id: str) -> None:
     """What a scheduler race or a lost heartbeat does: the state changes, no task code runs."""
-    import sqlite3
-
-    database = stack.home / "airflow.db"
-    with sqlite3.connect(database, timeout=30) as connection:
-        connection.execute(
-            "UPDATE task_instance SET state='failed', end_date=CURRENT_TIMESTAMP "
-            "WHERE dag_id='rs_long_job' AND run_id=? AND task_id=?",
-            (run_id, task_id),
-        )
+    metadata_db(
+        stack,
+        "UPDATE task_instance SET state='failed', end_date=CURRENT_TIMESTAMP "
+        "WHERE dag_id='rs_long_job' AND run_id=:run_id AND task_id=:task_id",
+        run_id=run_id,
+        task_id=task_id,
+    )
 
 
 def test_jobs_of_tasks_failed_from_outside_are_reaped(stack: AirflowStack, api: k8s.ApiClient) -> None:
