@@ -476,7 +476,8 @@ with DAG("__DAG_ID__", schedule=None, start_date=dt.datetime(2026, 1, 1), catchu
         task_id="train", image="ghcr.io/acme/train:1", workers=1, resources={"nvidia.com/gpu": 1},
         deferrable=__DEFERRABLE__, poll_interval=0.2, admission_timeout=60,
         retries=1, retry_delay=dt.timedelta(seconds=0),
-        pod_template={"metadata": {"annotations": {"sim.airflow-gang.io/duration": "1"}}},
+        # Long enough to be still running when try 2 starts on a loaded machine ("live").
+        pod_template={"metadata": {"annotations": {"sim.airflow-gang.io/duration": "8"}}},
     )
 
     @task

@@ -127,7 +127,12 @@ def test_fifty_triggers_share_one_cache_and_the_last_one_leaving_stops_it(
     async def sweep() -> list[dict[str, Any]]:
         triggers = [trigger_for(job) for job in jobs]
         waiting = asyncio.gather(*(first_event(trigger) for trigger in triggers))
-        await asyncio.sleep(1.0)
+        # The triggers have started (each looks its connection up) and the cache watches.
+        for _ in range(300):
+            caches = watch_cache.caches()
+            if caches and caches[0].healthy:
+                break
+            await asyncio.sleep(0.05)
         seen["caches while waiting"] = len(watch_cache.caches())
         seen["watches while waiting"] = await asyncio.to_thread(open_watches, api)
         events = await waiting
