@@ -31,12 +31,10 @@ from airflow_gang.plugins.identity import (
 )
 from airflow_gang.plugins.job_filter import NO_QUEUE, JobFilter, matches
 from airflow_gang.plugins.metadata import MetadataReader
+from airflow_gang.plugins.object_rows import condition_rows, event_rows, pod_rows
 from airflow_gang.plugins.summaries import (
     STATES,
-    condition_rows,
-    event_rows,
     job_summary,
-    pod_rows,
     podgroup_view,
     queue_row,
     replica_rows,

@@ -16,8 +16,6 @@ from typing import Any
 
 from airflow_gang.gang_state import (
     JOB_NAME_LABEL,
-    REPLICA_INDEX_LABEL,
-    REPLICA_TYPE_LABEL,
     GangStatus,
     gang_status,
     last_true_condition,
@@ -25,6 +23,7 @@ from airflow_gang.gang_state import (
 from airflow_gang.job_kinds import PYTORCHJOB
 from airflow_gang.jobs.history import ENDED_STATES, GPU, gang_resources
 from airflow_gang.k8s_objects import pod_requests
+from airflow_gang.plugins.object_rows import condition_rows, event_row
 from airflow_gang.quantity import parse_quantity
 from airflow_gang.timeline import JobTimeline, job_timeline
 
@@ -38,7 +37,6 @@ STUCK = "stuck"
 STATES = ("queued", STUCK, "admitted", "running", "succeeded", "failed", *ENDED_STATES[2:], "gone")
 PODGROUP_PHASES = ("Pending", "Inqueue", "Running", "Unknown", "Completed")
 QUEUE_COUNTS = ("pending", "inqueue", "running", "unknown", "completed")
-MAX_EVENTS = 50
 RECENT_EVENTS = dt.timedelta(seconds=10)
 _ALLOCATION_MESSAGE = re.compile(r"^\d+/\d+ tasks in gang unschedulable")
 
@@ -130,102 +128,6 @@ def replica_rows(job: JsonDict) -> list[JsonDict]:
             }
         )
     return rows
-
-
-def condition_rows(obj: JsonDict | None) -> list[JsonDict]:
-    """An object's ``status.conditions`` in the server's order."""
-    return [
-        {
-            "type": condition.get("type"),
-            "status": condition.get("status"),
-            "reason": condition.get("reason"),
-            "message": condition.get("message"),
-            "last_transition_time": condition.get("lastTransitionTime"),
-        }
-        for condition in ((obj or {}).get("status") or {}).get("conditions") or []
-    ]
-
-
-def _container_state(pod: JsonDict) -> JsonDict:
-    statuses = ((pod.get("status") or {}).get("containerStatuses")) or []
-    status = next((s for s in statuses if s.get("name") == "pytorch"), statuses[0] if statuses else {})
-    state = status.get("state") or {}
-    terminated = state.get("terminated") or (status.get("lastState") or {}).get("terminated") or {}
-    waiting = state.get("waiting") or {}
-    return {
-        "restarts": int(status.get("restartCount") or 0),
-        "exit_code": terminated.get("exitCode"),
-        "reason": terminated.get("reason") or waiting.get("reason"),
-    }
-
-
-def pod_row(pod: JsonDict) -> JsonDict:
-    """A replica pod: which replica, where it runs (node), its phase and how its container ended."""
-    metadata = _metadata(pod)
-    labels = metadata.get("labels") or {}
-    status = pod.get("status") or {}
-    unschedulable = next(
-        (
-            c.get("message")
-            for c in status.get("conditions") or []
-            if c.get("type") == "PodScheduled" and c.get("status") == "False"
-        ),
-        None,
-    )
-    return {
-        "name": metadata.get("name"),
-        "replica_type": labels.get(REPLICA_TYPE_LABEL),
-        "replica_index": labels.get(REPLICA_INDEX_LABEL),
-        "phase": status.get("phase"),
-        "node": (pod.get("spec") or {}).get("nodeName"),
-        "started_at": status.get("startTime"),
-        "unschedulable": unschedulable,
-        "deleting": bool(metadata.get("deletionTimestamp")),
-        **_container_state(pod),
-    }
-
-
-def _pod_sort_key(pod: JsonDict) -> tuple[int, str, int]:
-    labels = _metadata(pod).get("labels") or {}
-    kind = str(labels.get(REPLICA_TYPE_LABEL) or "")
-    try:
-        index = int(labels.get(REPLICA_INDEX_LABEL) or 0)
-    except ValueError:
-        index = 0
-    return (0 if kind.lower() == "master" else 1, kind, index)
-
-
-def pod_rows(pods: Iterable[JsonDict]) -> list[JsonDict]:
-    """Pods Master first, then by replica type and index."""
-    return [pod_row(pod) for pod in sorted(pods, key=_pod_sort_key)]
-
-
-def event_row(event: JsonDict) -> JsonDict:
-    involved = event.get("involvedObject") or {}
-    return {
-        "object_kind": involved.get("kind"),
-        "object_name": involved.get("name"),
-        "type": event.get("type"),
-        "reason": event.get("reason"),
-        "message": event.get("message"),
-        "count": event.get("count") or 1,
-        "last_seen": event.get("lastTimestamp")
-        or event.get("eventTime")
-        or _metadata(event).get("creationTimestamp"),
-    }
-
-
-def event_rows(events: Iterable[JsonDict], limit: int = MAX_EVENTS) -> list[JsonDict]:
-    """The newest ``limit`` events, newest first, one row per distinct event object."""
-    seen: set[str] = set()
-    rows = []
-    for event in events:
-        uid = str(_metadata(event).get("uid") or id(event))
-        if uid not in seen:
-            seen.add(uid)
-            rows.append(event_row(event))
-    rows.sort(key=lambda row: str(row["last_seen"] or ""), reverse=True)
-    return rows[:limit]
 
 
 def timeline_of(job: JsonDict, pods: Sequence[JsonDict]) -> JobTimeline | None:
