@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import logging
 import os
 import statistics
@@ -249,10 +248,6 @@ def main() -> int:
     print(
         f"target sync watch requests/job <= sync poll: {'met' if fewer else 'MISSED'} "
         f"({per_job['sync watch']:.1f} vs {per_job['sync poll']:.1f})"
-    )
-    print(
-        json.dumps({"latency_ms": latencies, "requests": counts}) if os.environ.get("BENCH_JSON") else "",
-        end="",
     )
     return 0
 

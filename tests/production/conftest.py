@@ -9,14 +9,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from kubernetes import client as k8s
 
 from gang_sim.cluster import SimCluster
 from gang_stack import AirflowStack
-from tests.e2e.conftest import leftovers
-from tests.realstack.conftest import EMPTY, REAPER_INTERVAL
+
+# The real-stack package's `api` and `nothing_left_behind` (autouse) fixtures, for this cluster.
+from tests.realstack.conftest import REAPER_INTERVAL, api, nothing_left_behind  # noqa: F401
 from tests.realstack.dags import DAG_FILES
-from tests.waiting import eventually
 
 SWEEP = "rs_gang_sweep"
 
@@ -44,15 +43,3 @@ def stack(cluster: SimCluster, tmp_path_factory: pytest.TempPathFactory) -> Iter
     ) as running:
         running.client.wait_for_dag(SWEEP, timeout=120)
         yield running
-
-
-@pytest.fixture
-def api(cluster: SimCluster) -> Iterator[k8s.ApiClient]:
-    with cluster.api_client() as client:
-        yield client
-
-
-@pytest.fixture(autouse=True)
-def nothing_left_behind(api: k8s.ApiClient) -> Iterator[None]:
-    yield
-    eventually(lambda: leftovers(api) == EMPTY, timeout=30, message=f"left behind: {leftovers(api)}")
