@@ -101,6 +101,10 @@ class StackSettings:
     password: str = "admin"
     parallelism: int = 8
     dag_refresh_seconds: int = 2
+    # CeleryExecutor when a broker URL is given (results in the metadata database, Airflow's
+    # default: ``db+`` and sql_alchemy_conn), else LocalExecutor.
+    broker_url: str | None = None
+    worker_concurrency: int = 4
     # The scheduler's and the triggerer's log servers (on every interface: Airflow has no
     # host setting for them); private ports, so two stacks on one machine never read each
     # other's logs or fight over Airflow's defaults 8793 and 8794.
@@ -123,7 +127,7 @@ class StackSettings:
         config = {
             ("core", "dags_folder"): str(self.dags_folder),
             ("core", "load_examples"): "False",
-            ("core", "executor"): "LocalExecutor",
+            ("core", "executor"): "CeleryExecutor" if self.broker_url else "LocalExecutor",
             ("core", "parallelism"): str(self.parallelism),
             ("core", "auth_manager"): SIMPLE_AUTH_MANAGER,
             ("core", "simple_auth_manager_users"): f"{self.username}:admin",
@@ -145,6 +149,9 @@ class StackSettings:
             ("dag_processor", "bundle_refresh_check_interval"): "1",
             ("dag_processor", "print_stats_interval"): "0",
         }
+        if self.broker_url:
+            config["celery", "broker_url"] = self.broker_url
+            config["celery", "worker_concurrency"] = str(self.worker_concurrency)
         for key, port in (
             ("worker_log_server_port", self.worker_log_port),
             ("trigger_log_server_port", self.trigger_log_port),

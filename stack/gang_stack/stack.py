@@ -18,9 +18,11 @@ from typing import Any, Literal
 
 import httpx
 
+from gang_stack.celery_workers import WORKER, worker_command, workers_answering
 from gang_stack.client import AirflowClient
 from gang_stack.errors import StackError
 from gang_stack.postgres import PostgresDatabase
+from gang_stack.redis_broker import RedisBroker
 from gang_stack.processes import (
     Component,
     kill_component,
@@ -37,7 +39,7 @@ from gang_stack.settings import (
     port_is_free,
 )
 
-COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
+COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer", WORKER)
 HEALTH_PARTS = {
     "scheduler": "latest_scheduler_heartbeat",
     "triggerer": "latest_triggerer_heartbeat",
@@ -46,18 +48,25 @@ HEALTH_PARTS = {
 # The part of /api/v2/monitor/health that reports each component's heartbeat (the API server
 # has none: its answering at all, with the metadatabase healthy, is its readiness).
 HEALTH_PART_OF = {"scheduler": "scheduler", "triggerer": "triggerer", "dag-processor": "dag_processor"}
-# Components that may run more than once (Airflow's high availability): the second is "scheduler-2".
-REPLICABLE = {"scheduler": "worker_log_server_port", "triggerer": "trigger_log_server_port"}
+# Components that may run more than once (Airflow's high availability, Celery workers): the
+# second is "scheduler-2"; each serves its logs on a port of its own (this setting).
+REPLICABLE = {
+    "scheduler": "worker_log_server_port",
+    "triggerer": "trigger_log_server_port",
+    WORKER: "worker_log_server_port",
+}
 
 
-def component_names(schedulers: int = 1, triggerers: int = 1) -> tuple[str, ...]:
-    """``api-server``, ``scheduler`` (``scheduler-2``...), ``dag-processor``, ``triggerer`` (...)."""
+def component_names(schedulers: int = 1, triggerers: int = 1, celery_workers: int = 0) -> tuple[str, ...]:
+    """``api-server``, ``scheduler`` (``scheduler-2``...), ``dag-processor``, ``triggerer`` (...),
+    then ``celery-worker`` (...) under the CeleryExecutor."""
     if schedulers < 1 or triggerers < 1:
         raise StackError("a stack runs at least one scheduler and one triggerer")
-    counts = {"scheduler": schedulers, "triggerer": triggerers}
+    counts = {"scheduler": schedulers, "triggerer": triggerers, WORKER: celery_workers}
     names: list[str] = []
     for kind in COMPONENTS:
-        names += [kind, *(f"{kind}-{n}" for n in range(2, counts.get(kind, 1) + 1))]
+        count = counts.get(kind, 1)
+        names += [kind, *(f"{kind}-{n}" for n in range(2, count + 1))] if count else []
     return tuple(names)
 
 
@@ -76,6 +85,11 @@ class AirflowStack:
     :param sql_alchemy_conn: metadata DB URL of a database of yours; default SQLite in the home.
     :param database: ``sqlite`` (the default, in the home) or ``postgres``: a PostgreSQL server
         the stack starts and stops itself (`gang_stack.postgres`), as production Airflow runs on.
+    :param schedulers, triggerers: how many of each (more than one needs PostgreSQL).
+    :param executor: ``local`` (LocalExecutor in the scheduler) or ``celery``: CeleryExecutor with
+        a Redis broker the stack starts (`gang_stack.redis_broker`) and ``celery_workers``
+        ``airflow celery worker`` processes of ``worker_concurrency`` slots each; needs PostgreSQL
+        (Celery keeps its results in the metadata database).
     :param kubeconfig: sets ``AIRFLOW_CONN_KUBERNETES_DEFAULT`` to a connection using this file.
     :param extra_env: more variables for every component (``AIRFLOW_CONN_*``, ``AIRFLOW__GANG__*``...);
         they win over the stack's own settings.
@@ -106,6 +120,9 @@ class AirflowStack:
         database: Literal["sqlite", "postgres"] = "sqlite",
         schedulers: int = 1,
         triggerers: int = 1,
+        executor: Literal["local", "celery"] = "local",
+        celery_workers: int = 2,
+        worker_concurrency: int = 4,
         kubeconfig: str | Path | None = None,
         extra_env: Mapping[str, str] | None = None,
         port: int = 0,
@@ -125,7 +142,16 @@ class AirflowStack:
             raise StackError(
                 "two schedulers or triggerers need a database with row locks: database='postgres'"
             )
-        self.component_names = component_names(schedulers, triggerers)
+        if executor == "celery" and database == "sqlite" and sql_alchemy_conn is None:
+            raise StackError("the CeleryExecutor needs a database other than SQLite: database='postgres'")
+        if executor == "celery" and celery_workers < 1:
+            raise StackError("the CeleryExecutor needs at least one celery worker")
+        self.executor = executor
+        self._broker = RedisBroker() if executor == "celery" else None
+        self.worker_concurrency = worker_concurrency
+        self.component_names = component_names(
+            schedulers, triggerers, celery_workers if executor == "celery" else 0
+        )
         # The log server port of each extra scheduler or triggerer (the first ones' are settings').
         self._log_ports: dict[str, int] = {}
         env = dict(extra_env or {})
@@ -232,6 +258,7 @@ class AirflowStack:
                     self.log_dir / f"{name}.log",
                 )
             self._wait_healthy(since, deadline=began + self.startup_timeout, timeout=self.startup_timeout)
+            self._wait_workers(self.celery_workers, deadline=began + self.startup_timeout)
             self.client.token(refresh=True)
         except BaseException:
             self._temporary_home = False  # keep the logs the error names
@@ -258,6 +285,8 @@ class AirflowStack:
             dags_folder=self.dags_folder,
             port=self._port or free_port(),
             sql_alchemy_conn=self._postgres.start() if self._postgres else self._sql_alchemy_conn,
+            broker_url=self._broker.start() if self._broker else None,
+            worker_concurrency=self.worker_concurrency,
             username=self.username,
             password=self.password,
             parallelism=self.parallelism,
@@ -272,11 +301,14 @@ class AirflowStack:
         if name == "api-server":
             port = str(self.settings.port)
             return [airflow, "api-server", "--host", self.settings.host, "--port", port, "--workers", "1"]
+        if kind_of(name) == WORKER:
+            return worker_command(airflow, name, self.worker_concurrency)
         return [airflow, kind_of(name)]
 
     def _environment_of(self, name: str) -> dict[str, str]:
-        """The stack's environment, with a log server port of its own for an extra scheduler or
-        triggerer (two on one machine would fight over one)."""
+        """The stack's environment, with a log server port of its own for an extra scheduler,
+        triggerer or celery worker (two on one machine would fight over one). The first celery
+        worker takes the scheduler's: under the CeleryExecutor the scheduler serves no logs."""
         env = self.settings.environment()
         kind = kind_of(name)
         if kind != name:
@@ -337,6 +369,28 @@ class AirflowStack:
                 )
             time.sleep(0.5)
 
+    @property
+    def celery_workers(self) -> tuple[str, ...]:
+        """The celery worker components (none under the LocalExecutor)."""
+        return tuple(name for name in self.component_names if kind_of(name) == WORKER)
+
+    def _wait_workers(self, names: Collection[str], deadline: float) -> None:
+        """Return once each celery worker of ``names`` answers a control ping (else `StackError`)."""
+        if not names or self._broker is None:
+            return
+        answering: set[str] = set()
+        while True:
+            dead = [self.components[name] for name in names if not self.components[name].running()]
+            if dead:
+                raise StackError(f"celery worker exited during startup\n{self._log_tails(dead)}")
+            answering = workers_answering(self._broker.url, names)
+            if answering == set(names):
+                return
+            if time.monotonic() > deadline:
+                missing = sorted(set(names) - answering)
+                raise StackError(f"celery workers {missing} never answered a ping\n{self._log_tails()}")
+            time.sleep(0.5)
+
     def _log_tails(self, first: list[Component] | None = None) -> str:
         """The end of each component's log, those in ``first`` (the ones that failed) first."""
         ordered = [*(first or []), *(c for c in self.components.values() if c not in (first or []))]
@@ -367,7 +421,7 @@ class AirflowStack:
 
         Healthy: ``/api/v2/monitor/health`` answers with the metadatabase healthy and, for the
         scheduler, triggerer and dag-processor, this component's heartbeat is newer than the
-        restart. Its log continues the earlier one. ``timeout`` defaults to ``startup_timeout``.
+        restart; a celery worker answers a control ping. Its log continues the earlier one. ``timeout`` defaults to ``startup_timeout``.
         """
         self._check_name(name)
         limit = self.startup_timeout if timeout is None else timeout
@@ -386,6 +440,9 @@ class AirflowStack:
                 append=True,
             )
             self.components[name] = component
+        if kind_of(name) == WORKER:
+            self._wait_workers([name], deadline=time.monotonic() + limit)
+            return component
         part = HEALTH_PART_OF.get(kind_of(name))
         self._wait_healthy(
             since,
@@ -415,6 +472,8 @@ class AirflowStack:
                 self.components = {}
             if self._postgres is not None:
                 self._postgres.stop()
+            if self._broker is not None:
+                self._broker.stop()
             if self._temporary_home and self._settings is not None:
                 shutil.rmtree(self._settings.home, ignore_errors=True)
                 self._temporary_home = False
