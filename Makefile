@@ -9,7 +9,7 @@ comma := ,
 INSTALLED := $(VENV)/.installed-$(subst $(comma),-,$(EXTRAS))
 export AIRFLOW_HOME ?= $(CURDIR)/.airflow
 
-.PHONY: install test test-fast test-slow lint demo demo-train airflow bench clean
+.PHONY: install services test test-fast test-slow lint demo demo-train airflow bench clean
 
 # setuptools >= 77 reads the PEP 639 license strings of our pyproject files; a venv's bundled one
 # (65 on Python 3.11) cannot, and the wheel test builds without isolation.
@@ -25,6 +25,11 @@ $(INSTALLED): pyproject.toml sim/pyproject.toml stack/pyproject.toml | $(BIN)/py
 
 install: $(INSTALLED)
 
+# System services the tests start but PyPI cannot bring: Debian's redis-server, the broker of the
+# CeleryExecutor tests (installed with apt-get when run as root; otherwise it says what to install).
+services:
+	@bash scripts/install_services.sh
+
 lint: $(INSTALLED)
 	$(BIN)/ruff check airflow_gang sim stack tests dags examples $(wildcard benchmarks scripts)
 	$(BIN)/mypy airflow_gang sim/gang_sim stack/gang_stack
@@ -32,11 +37,11 @@ lint: $(INSTALLED)
 
 # Everything CI runs: lint, then every test but the `slow` ones, in two lanes (pytest-xdist, -n 2):
 # the tests that wait on real Airflow processes beside all the others (tests/conftest.py).
-test: lint
+test: lint services
 	$(BIN)/pytest -m "not slow" -n 2
 
 # The long ones left out of `make test` for CI's time budget: each has a faster twin there.
-test-slow: $(INSTALLED)
+test-slow: $(INSTALLED) services
 	$(BIN)/pytest -m slow
 
 # Pure and provider-level tests (the `fast` tier, about two minutes on 2 cores) while developing;

@@ -17,7 +17,15 @@ WORKER = "celery-worker"
 
 def worker_command(airflow: str, name: str, concurrency: int) -> list[str]:
     """``airflow celery worker`` for component ``name`` (``celery-worker``, ``celery-worker-2``...)."""
-    return [airflow, "celery", "worker", "--celery-hostname", node_name(name), "--concurrency", str(concurrency)]
+    return [
+        airflow,
+        "celery",
+        "worker",
+        "--celery-hostname",
+        node_name(name),
+        "--concurrency",
+        str(concurrency),
+    ]
 
 
 def node_name(name: str) -> str:

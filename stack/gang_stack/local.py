@@ -72,6 +72,13 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="two schedulers and two triggerers, as a highly available deployment (implies postgres)",
     )
+    parser.add_argument(
+        "--executor",
+        choices=["local", "celery"],
+        default="local",
+        help="local (LocalExecutor, default) or celery: CeleryExecutor with two Celery workers and a "
+        "Redis broker started with the stack (needs redis-server: make services; implies postgres)",
+    )
     parser.add_argument("--username", default="admin", help="UI login (default admin)")
     parser.add_argument("--password", default="admin", help="UI password (default admin)")
     parser.add_argument(
@@ -145,9 +152,10 @@ def run(args: argparse.Namespace) -> int:
             dags,
             home=home,
             kubeconfig=home / "sim.kubeconfig",
-            database="postgres" if args.ha else args.database,
+            database="postgres" if args.ha or args.executor == "celery" else args.database,
             schedulers=2 if args.ha else 1,
             triggerers=2 if args.ha else 1,
+            executor=args.executor,
             port=args.port,
             username=args.username,
             password=args.password,
@@ -238,6 +246,7 @@ def _announce(
         print("             (switch a paused DAG on in the UI before triggering it)")
     print(f"  cluster:   {cluster.url}, kubeconfig {_shown(Path(cluster.kubeconfig_path))}")
     print("             (connection kubernetes_default; Volcano queues default and research)")
+    print(f"  shape:     {', '.join(stack.component_names)}; {stack.settings.database.split(':')[0]}")
     print(f"  logs:      {_shown(stack.log_dir)}/<component>.log, task logs in {_shown(stack.home / 'logs')}")
     if any(dag["dag_id"] == FIRST_DAG for dag in dags):
         print(f"  next:      open {stack.url}, switch {FIRST_DAG} on and trigger it: six 4-GPU gangs")

@@ -78,7 +78,11 @@ class RedisBroker:
         ]  # fmt: skip
         with log:
             self._process = subprocess.Popen(
-                command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
             )
         deadline = time.monotonic() + self.startup_timeout
         while not ping(self.host, self.port):

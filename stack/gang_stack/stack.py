@@ -22,7 +22,6 @@ from gang_stack.celery_workers import WORKER, worker_command, workers_answering
 from gang_stack.client import AirflowClient
 from gang_stack.errors import StackError
 from gang_stack.postgres import PostgresDatabase
-from gang_stack.redis_broker import RedisBroker
 from gang_stack.processes import (
     Component,
     kill_component,
@@ -30,6 +29,7 @@ from gang_stack.processes import (
     start_component,
     stop_components,
 )
+from gang_stack.redis_broker import RedisBroker
 from gang_stack.settings import (
     LOG_DIR,
     StackSettings,
@@ -421,7 +421,8 @@ class AirflowStack:
 
         Healthy: ``/api/v2/monitor/health`` answers with the metadatabase healthy and, for the
         scheduler, triggerer and dag-processor, this component's heartbeat is newer than the
-        restart; a celery worker answers a control ping. Its log continues the earlier one. ``timeout`` defaults to ``startup_timeout``.
+        restart; a celery worker answers a control ping. Its log continues the earlier one.
+        ``timeout`` defaults to ``startup_timeout``.
         """
         self._check_name(name)
         limit = self.startup_timeout if timeout is None else timeout

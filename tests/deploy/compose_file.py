@@ -18,7 +18,12 @@ COMPOSE_FILE = REPO / "docker-compose.yaml"
 DOCKERFILE = REPO / "Dockerfile"
 DOCKERIGNORE = REPO / ".dockerignore"
 
-AIRFLOW_SERVICES = ("airflow-init", "api-server", "scheduler", "dag-processor", "triggerer")
+AIRFLOW_SERVICES = (
+    "airflow-init", "api-server", "scheduler", "scheduler-2", "dag-processor", "triggerer", "triggerer-2",
+    "celery-worker", "celery-worker-2",
+)  # fmt: skip
+# The second scheduler, triggerer and Celery worker start only with `--profile ha`.
+HA_PROFILE = "ha"
 KUBE_SIM = "kube-sim"
 # Airflow's default dags folder inside the official image.
 DEFAULT_DAGS_FOLDER = "/opt/airflow/dags"

@@ -23,12 +23,14 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
+from gang_stack.stack import component_names
 from tests.deploy.compose_file import (
     AIRFLOW_SERVICES,
     COMPOSE_FILE,
     DEFAULT_DAGS_FOLDER,
     DOCKERFILE,
     DOCKERIGNORE,
+    HA_PROFILE,
     KUBE_SIM,
     REPO,
     command,
@@ -48,8 +50,12 @@ AIRFLOW_COMMANDS = {
     "airflow-init": ["db", "migrate"],
     "api-server": ["api-server"],
     "scheduler": ["scheduler"],
+    "scheduler-2": ["scheduler"],
     "dag-processor": ["dag-processor"],
     "triggerer": ["triggerer"],
+    "triggerer-2": ["triggerer"],
+    "celery-worker": ["celery", "worker"],
+    "celery-worker-2": ["celery", "worker"],
 }
 
 
@@ -132,7 +138,40 @@ def test_docker_compose_config_accepts_the_file(docker_compose: str, tmp_path: P
 
 
 def test_every_service_of_the_stack_exists() -> None:
-    assert {"postgres", *AIRFLOW_SERVICES, KUBE_SIM} <= set(services())
+    assert {"postgres", "redis", *AIRFLOW_SERVICES, KUBE_SIM} <= set(services())
+
+
+def test_the_compose_shape_is_the_harness_shape() -> None:
+    """What tests/production proves on the harness is what compose deploys: the same components,
+    by default and with the `ha` profile (``airflow-init`` is compose's ``db migrate`` step)."""
+    all_services = services()
+    airflow = {name for name in all_services if name in AIRFLOW_SERVICES and name != "airflow-init"}
+    default = {name for name in airflow if HA_PROFILE not in all_services[name].get("profiles", [])}
+    assert default == set(component_names(1, 1, celery_workers=1))
+    assert airflow == set(component_names(2, 2, celery_workers=2))
+    for name in airflow - default:
+        assert all_services[name]["profiles"] == [HA_PROFILE], name
+        # The second of each runs exactly what the first does.
+        first = name.removesuffix("-2")
+        assert command(all_services[name]) == command(all_services[first]), name
+        assert environment(all_services[name]) == environment(all_services[first]), name
+
+
+def test_celery_reaches_its_broker_and_keeps_results_in_the_metadata_database() -> None:
+    all_services = services()
+    assert "healthcheck" in all_services["redis"]
+    for name in AIRFLOW_SERVICES:
+        env = environment(all_services[name])
+        broker = urlsplit(env["AIRFLOW__CELERY__BROKER_URL"])
+        assert (broker.scheme, broker.hostname) == ("redis", "redis"), name
+        assert all_services[name]["depends_on"]["redis"] == {"condition": "service_healthy"}, name
+        backend = env["AIRFLOW__CELERY__RESULT_BACKEND"]
+        database = env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"]
+        assert backend.startswith("db+postgresql"), name
+        assert urlsplit(backend.removeprefix("db+")).netloc == urlsplit(database).netloc, name
+    for name in ("celery-worker", "celery-worker-2"):
+        probe = " ".join(all_services[name]["healthcheck"]["test"])
+        assert "inspect ping" in probe, name
 
 
 @pytest.mark.parametrize("name", [*AIRFLOW_SERVICES, KUBE_SIM])
@@ -160,7 +199,7 @@ def test_airflow_service_runs_its_airflow_command(name: str) -> None:
 def test_airflow_service_configuration(name: str) -> None:
     all_services = services()
     env = environment(all_services[name])
-    assert env["AIRFLOW__CORE__EXECUTOR"] == "LocalExecutor"
+    assert env["AIRFLOW__CORE__EXECUTOR"] == "CeleryExecutor"
     assert env["AIRFLOW__CORE__LOAD_EXAMPLES"] == "false"
     database = urlsplit(env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"])
     assert database.scheme.startswith("postgresql")

@@ -21,10 +21,10 @@ import pytest
 
 from gang_sim.cluster import SimCluster
 from gang_stack import AirflowStack
+from tests.production.dags import DAG_FILES as PRODUCTION_DAG_FILES
 
 # The real-stack package's `api` and `nothing_left_behind` (autouse) fixtures, for this cluster.
 from tests.realstack.conftest import REAPER_INTERVAL, api, nothing_left_behind  # noqa: F401
-from tests.production.dags import DAG_FILES as PRODUCTION_DAG_FILES
 from tests.realstack.dags import DAG_FILES
 
 SWEEP = "rs_gang_sweep"

@@ -17,7 +17,8 @@ def worker_wait_dag(dag_id: str, retries: int, seconds: int) -> str:
 with DAG("{dag_id}", schedule=None, start_date=dt.datetime(2026, 1, 1), catchup=False) as dag:
     PyTorchJobOperator(
         task_id="train", image="ghcr.io/acme/train:1", workers=1, resources={{"nvidia.com/gpu": 1}},
-        deferrable=False, retries={retries}, retry_delay=dt.timedelta(seconds=1), pod_template=work({seconds}),
+        deferrable=False, retries={retries}, retry_delay=dt.timedelta(seconds=1),
+        pod_template=work({seconds}),
     )
 """
     )

@@ -51,7 +51,11 @@ def worker_of(stack: AirflowStack, pid: int) -> str:
     """The celery worker component whose session holds process ``pid`` (each runs in its own)."""
     session = os.getsid(pid)
     names = [name for name in stack.celery_workers if stack.components[name].pid == session]
-    assert len(names) == 1, (pid, session, {name: stack.components[name].pid for name in stack.celery_workers})
+    assert len(names) == 1, (
+        pid,
+        session,
+        {name: stack.components[name].pid for name in stack.celery_workers},
+    )
     return names[0]
 
 
@@ -61,7 +65,9 @@ def test_a_scheduler_killed_mid_sweep_leaves_the_other_to_finish_the_run(
     client = stack.client
     with created_jobs(api, SWEEP) as created:
         run_id = client.trigger(SWEEP)
-        eventually(lambda: sum(triggers_held(stack).values()) >= 3, timeout=120, message="no triggers waiting")
+        eventually(
+            lambda: sum(triggers_held(stack).values()) >= 3, timeout=120, message="no triggers waiting"
+        )
         killed = stack.kill("scheduler", signal.SIGKILL)
         killed_at = time.monotonic()
         try:
@@ -81,7 +87,9 @@ def test_a_scheduler_killed_mid_sweep_leaves_the_other_to_finish_the_run(
     print(f"scheduler SIGKILLed mid-sweep; scheduler-2 finished the run {finished_after:.0f} s later")
 
 
-def test_a_lost_celery_worker_s_task_is_retried_on_the_same_job(stack: AirflowStack, api: k8s.ApiClient) -> None:
+def test_a_lost_celery_worker_s_task_is_retried_on_the_same_job(
+    stack: AirflowStack, api: k8s.ApiClient
+) -> None:
     client = stack.client
     with created_jobs(api, WORKER_LOSS_RETRY) as created:
         run_id, job, victim = wait_until_training(stack, api, WORKER_LOSS_RETRY)
