@@ -15,12 +15,20 @@ import signal
 import time
 from collections import Counter
 
+import pytest
 from kubernetes import client as k8s
 
 from gang_stack import AirflowStack
+from tests.e2e.test_scenarios import jobs_of
 from tests.production.conftest import SWEEP
 from tests.realstack.conftest import metadata_db
-from tests.realstack.test_deployment import check_sweep_timelines, results, run_gang_sweep, states
+from tests.realstack.test_deployment import (
+    RACE_MESSAGE,
+    check_sweep_timelines,
+    results,
+    run_gang_sweep,
+    states,
+)
 from tests.realstack.test_process_faults import created_jobs
 from tests.waiting import eventually
 
@@ -73,6 +81,21 @@ def test_the_mapped_gang_sweep_runs_one_gang_at_a_time_on_two_schedulers_and_two
     check_sweep_timelines(values)
     assert len({value["uid"] for value in values}) == 6  # one job per task
     assert stack.settings.database.startswith("postgresql")
+
+
+@pytest.mark.slow
+def test_five_consecutive_sweeps_all_succeed(stack: AirflowStack, api: k8s.ApiClient) -> None:
+    """Issue 24's bar for the production shape: five sweeps in a row, 6/6 each with retries=0
+    (``GANG_PRODUCTION_SWEEPS`` sets another count)."""
+    for number in range(int(os.environ.get("GANG_PRODUCTION_SWEEPS", "5"))):
+        began = time.monotonic()
+        _, values = run_gang_sweep(stack, SWEEP)
+        check_sweep_timelines(values)
+        assert len({value["uid"] for value in values}) == 6
+        eventually(lambda: not jobs_of(api, SWEEP), timeout=30, message="the sweep left jobs")
+        print(f"sweep {number + 1}: 6/6 in {time.monotonic() - began:.0f} s")
+    for scheduler in ("scheduler", "scheduler-2"):
+        assert RACE_MESSAGE not in stack.component_log(scheduler)
 
 
 def test_a_triggerer_killed_mid_sweep_hands_every_wait_to_the_other(
