@@ -34,7 +34,7 @@ from airflow_gang.exceptions import GangApiError
 from airflow_gang.gang_state import JOB_NAME_LABEL
 from airflow_gang.hooks.async_watches import WATCH_TIMEOUT_SLACK, AsyncWatchesMixin, list_call, read_body
 from airflow_gang.hooks.client_pool import LoadedConfig, LoopClientPool
-from airflow_gang.hooks.connection_identity import definition_fingerprint
+from airflow_gang.hooks.connection_identity import definition_fingerprint, file_digest, kubeconfig_path
 from airflow_gang.hooks.errors import ApiRequest
 from airflow_gang.hooks.kinds import (
     EVENTS,
@@ -78,6 +78,8 @@ class AsyncGangJobHook(AsyncWatchesMixin, AsyncKubernetesHook):
         # may know; extras it looked up itself it looks up again in `refresh_connection`.
         self._extras_given = self._extras is not None
         self._refreshed_at = -REFRESH_MIN_SECONDS
+        # The kubeconfig file's digest at the last look (`file_digest`).
+        self._kubeconfig_looked_at: str | None = None
         self._refresh_locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
             weakref.WeakKeyDictionary()
         )
@@ -90,14 +92,20 @@ class AsyncGangJobHook(AsyncWatchesMixin, AsyncKubernetesHook):
     async def definition(self) -> str:
         """`connection_identity.definition_fingerprint` of this hook's connection (looked up once)."""
         extras = await self.get_conn_extras()
-        overrides = {
+        return await asyncio.to_thread(definition_fingerprint, extras, self._overrides())
+
+    def _overrides(self) -> dict[str, Any]:
+        return {
             "conn_id": self.conn_id,
             "config_file": self.config_file,
             "cluster_context": self.cluster_context,
             "in_cluster": self.in_cluster,
             "config_dict": self.config_dict,
         }
-        return await asyncio.to_thread(definition_fingerprint, extras, overrides)
+
+    async def _kubeconfig_digest(self) -> str | None:
+        path = kubeconfig_path(self._extras or {}, self._overrides())
+        return await asyncio.to_thread(file_digest, path)
 
     @property
     def connection_generation(self) -> int:
@@ -111,8 +119,10 @@ class AsyncGangJobHook(AsyncWatchesMixin, AsyncKubernetesHook):
         The connection is looked up afresh (unless its extras were handed in), its kubeconfig
         loaded again, and the client switched when the server, the trust or static credentials
         changed (`LoopClientPool.reload`). One look at a time, at most once per
-        `REFRESH_MIN_SECONDS`: calls failing together (three watches cut at once) wait for the
-        first one's look and retry on the client it switched to.
+        `REFRESH_MIN_SECONDS` unless the kubeconfig file changed since the last look (a CA
+        rotated on the server first and in the kubeconfig seconds later is followed at once):
+        calls failing together (three watches cut at once) wait for the first one's look and
+        retry on the client it switched to.
         """
         lock = self._refresh_locks.setdefault(asyncio.get_running_loop(), asyncio.Lock())
         async with lock:
@@ -122,9 +132,10 @@ class AsyncGangJobHook(AsyncWatchesMixin, AsyncKubernetesHook):
 
     async def _refresh_now(self) -> bool:
         now = time.monotonic()
-        if now - self._refreshed_at < REFRESH_MIN_SECONDS:
+        kubeconfig = await self._kubeconfig_digest()
+        if now - self._refreshed_at < REFRESH_MIN_SECONDS and kubeconfig == self._kubeconfig_looked_at:
             return False
-        self._refreshed_at = now
+        self._refreshed_at, self._kubeconfig_looked_at = now, kubeconfig
         before = (self._extras, self.client_configuration, self._config_loaded, self._is_exec_auth)
         if not self._extras_given and self.conn_id:
             self._extras = None

@@ -1,17 +1,26 @@
 """Deferred waits follow a Kubernetes connection edited while they wait (issue 24).
 
+Two edits: the cluster moves to a new endpoint, and its CA is rotated at the same endpoint.
+
 The connection ``kubernetes_moving`` names a kubeconfig file whose server is a TCP relay in front
 of the embedded cluster's API server. While triggers wait, the cluster "moves": a second relay
 starts, the kubeconfig file is rewritten to point at it, and the first relay closes with every
 connection through it. A triggerer keeping the old settings would then report "Kubernetes API
 unavailable" for as long as its triggers live; the provider looks at the connection again when
 its server stops answering, and a trigger started after the edit never joins the old cache.
+
+For the CA, a TLS-terminating relay with a CA of its own stands in front of the API server; the
+rotation writes a new CA into the kubeconfig's ``certificate-authority-data``, then closes the
+relay and starts another on the same port with a certificate of the new CA: the old client's
+TLS handshakes now fail verification.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -23,10 +32,12 @@ import yaml
 from airflow_gang.hooks.gang import GangJobHook
 from airflow_gang.triggers import watch_cache
 from airflow_gang.triggers.gang import GangJobTrigger
+from gang_sim.certs import make_serving_certificate
 from gang_sim.cluster import SimCluster
 from tests.e2e.test_trigger_watches import first_event
 from tests.e2e.test_watch_cache import Submitted, submit  # noqa: F401  (the fixture)
 from tests.tcp_relay import TcpRelay
+from tests.tls_relay import TlsRelay
 
 pytestmark = pytest.mark.usefixtures("kube_connection")
 
@@ -34,10 +45,14 @@ CONN_ID = "kubernetes_moving"
 NAMESPACE = "default"
 
 
-def write_kubeconfig(path: Path, cluster: SimCluster, server: str) -> None:
+def write_kubeconfig(path: Path, cluster: SimCluster, server: str, ca_pem: bytes | None = None) -> None:
+    """The cluster's kubeconfig with another server (and CA certificate, when given)."""
     config = yaml.safe_load(Path(cluster.kubeconfig_path).read_text())
     for entry in config["clusters"]:
         entry["cluster"]["server"] = server
+        if ca_pem is not None:
+            entry["cluster"].pop("certificate-authority", None)
+            entry["cluster"]["certificate-authority-data"] = base64.b64encode(ca_pem).decode()
     path.write_text(yaml.safe_dump(config))
 
 
@@ -118,3 +133,66 @@ def test_waits_follow_a_connection_edited_to_a_new_endpoint_without_a_phantom_ou
     assert "unavailable" not in logged.lower(), logged[-3000:]
     # The waits started before the edit switched their client, and said so.
     assert f"calls now go to {seen['new endpoint']}" in logged, logged[-3000:]
+
+
+@pytest.mark.parametrize("watch", ["shared", "per_trigger", "poll"])
+@pytest.mark.parametrize("kubeconfig_first", [True, False], ids=["kubeconfig-first", "server-first"])
+def test_waits_follow_a_ca_rotated_at_the_same_endpoint_without_a_phantom_outage(
+    watch: str,
+    kubeconfig_first: bool,
+    cluster: SimCluster,
+    moving: Path,
+    submit: Callable[..., Submitted],  # noqa: F811  (the fixture imported above)
+    capfd: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    old = TlsRelay(api_server(cluster))
+    write_kubeconfig(moving, cluster, old.url, old.certificate.ca_pem)
+    before, after = submit(8.0), submit(3.0)
+    seen: dict[str, Any] = {}
+
+    async def run() -> list[dict[str, Any]]:
+        waiting = asyncio.create_task(first_event(waiting_trigger(before, watch), 60))
+        await asyncio.sleep(2.5)  # watching (or polled once) under the old CA
+        seen["under the old CA"] = old.opened > 0
+        # The new CA goes into the kubeconfig, and the server presents a certificate of it, in
+        # either order; server first, the waits fail their TLS handshakes until the edit.
+        rotated = make_serving_certificate(["127.0.0.1"])
+        if kubeconfig_first:
+            await asyncio.to_thread(write_kubeconfig, moving, cluster, old.url, rotated.ca_pem)
+        old.close()
+        new = await asyncio.to_thread(TlsRelay, api_server(cluster), old.port, rotated)
+        seen["same endpoint"] = new.url == old.url
+        if not kubeconfig_first:
+            await asyncio.sleep(3.0)  # handshakes fail: a real outage under the old settings
+            await asyncio.to_thread(write_kubeconfig, moving, cluster, old.url, rotated.ca_pem)
+        later = asyncio.create_task(first_event(waiting_trigger(after, watch), 60))
+        await asyncio.sleep(1.0)
+        seen["caches after the edit"] = len(watch_cache.caches())
+        rotated_at = time.monotonic()
+        events = await asyncio.gather(waiting, later)
+        seen["ended after the rotation"] = time.monotonic() - rotated_at
+        seen["under the new CA"] = new.opened > 0
+        new.close()
+        return events
+
+    events = asyncio.run(run())
+
+    assert [(event["status"], event["uid"]) for event in events] == [
+        ("succeeded", before.uid),
+        ("succeeded", after.uid),
+    ]
+    assert seen["under the old CA"], seen
+    assert seen["same endpoint"], seen
+    assert seen["under the new CA"], seen
+    if watch == "shared":
+        assert seen["caches after the edit"] == 2, seen
+    logged = capfd.readouterr().out + caplog.text
+    # The waits started before the rotation switched their client (its CA) and said so.
+    assert f"connection {CONN_ID} changed: calls now go to {old.url}" in logged, logged[-3000:]
+    if kubeconfig_first:
+        assert "unavailable" not in logged.lower(), logged[-3000:]
+    else:
+        # Unavailable while the kubeconfig still named the old CA, and followed at once after
+        # the edit, not at the next 30 s look: the waits ended with their 8 s and 3 s jobs.
+        assert seen["ended after the rotation"] < 15, seen
