@@ -152,7 +152,8 @@ class AirflowStack:
         self.component_names = component_names(
             schedulers, triggerers, celery_workers if executor == "celery" else 0
         )
-        # The log server port of each extra scheduler or triggerer (the first ones' are settings').
+        # The log server port of each extra scheduler, triggerer or celery worker (the first
+        # ones' are settings').
         self._log_ports: dict[str, int] = {}
         env = dict(extra_env or {})
         if kubeconfig is not None:
@@ -378,7 +379,6 @@ class AirflowStack:
         """Return once each celery worker of ``names`` answers a control ping (else `StackError`)."""
         if not names or self._broker is None:
             return
-        answering: set[str] = set()
         while True:
             dead = [self.components[name] for name in names if not self.components[name].running()]
             if dead:
