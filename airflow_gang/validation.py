@@ -191,7 +191,7 @@ def _is_extended(resource: str) -> bool:
     return "/" in resource and not resource.split("/", 1)[0].endswith("kubernetes.io")
 
 
-def _check_resource_list(value: Any, field: str, *, gpus_positive: bool) -> dict[str, Quantity]:
+def check_resource_list(value: Any, field: str, *, gpus_positive: bool) -> dict[str, Quantity]:
     if value is None:
         return {}
     value = to_wire(value)
@@ -228,11 +228,11 @@ def _check_resource_list(value: Any, field: str, *, gpus_positive: bool) -> dict
 
 
 def check_resources(value: Any) -> dict[str, Quantity]:
-    return _check_resource_list(value, "resources", gpus_positive=True)
+    return check_resource_list(value, "resources", gpus_positive=True)
 
 
 def check_min_resources(value: Any) -> dict[str, Quantity] | None:
-    return None if value is None else _check_resource_list(value, "min_resources", gpus_positive=False)
+    return None if value is None else check_resource_list(value, "min_resources", gpus_positive=False)
 
 
 def requests_and_limits(resources: Mapping[str, Quantity]) -> tuple[dict[str, Quantity], dict[str, Quantity]]:

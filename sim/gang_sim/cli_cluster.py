@@ -210,6 +210,10 @@ def _report_and_serve(args: argparse.Namespace, cluster: SimCluster, kubeconfig:
             f"simulated cluster ready: {len(names)} nodes x {args.gpus_per_node} GPUs, API at {cluster.url}",
             flush=True,
         )
+        print(
+            "TrainJob runtimes: torch-distributed (Volcano gang), torch-distributed-no-gang",
+            flush=True,
+        )
         if cluster.advertise_url != cluster.url:
             print(f"advertised to clients as {cluster.advertise_url}", flush=True)
         if args.faults is not None:
@@ -238,7 +242,10 @@ def add_controllers_command(commands: Any) -> None:
     parser.add_argument(
         "--only",
         default="volcano,kube-scheduler,training-operator,kubelet",
-        help="comma-separated subset of volcano,kube-scheduler,training-operator,kubelet (default: all)",
+        help="comma-separated subset of volcano,kube-scheduler,training-operator,trainer,jobset,"
+        "job-controller,kubelet (default: volcano,kube-scheduler,training-operator,kubelet; the "
+        "Trainer v2 ones need the TrainJob, JobSet and batch Job kinds served, and a real cluster "
+        "already runs the Job controller)",
     )
     _add_topology(parser)
     parser.set_defaults(func=run_controllers)

@@ -12,6 +12,12 @@ kubeconfig that the official clients, Airflow's KubernetesHook and kubectl can u
 ``faults=`` (or ``set_faults()`` at run time) injects API server faults for clients other than
 the cluster's own controllers: errors, latency, cut watches, outages, external deletions and
 node failures (``gang_sim.faults``, ``docs/fault-injection.md``).
+
+Kubeflow Trainer v2 runs too: a TrainJob (``trainer.kubeflow.org/v1alpha1``) becomes a JobSet,
+batch Jobs and pods (the ``trainer``, ``jobset`` and ``job-controller`` controllers). The cluster
+starts with two ClusterTrainingRuntimes (``gang_sim.trainer_runtimes``): ``torch-distributed``,
+gang-scheduled by Volcano through a PodGroup per TrainJob, and ``torch-distributed-no-gang``,
+placed pod by pod by the default scheduler (the no-gang scenario).
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ from gang_sim.topology import (
     controller_factories,
     controller_names,
 )
+from gang_sim.trainer_runtimes import install_default_runtimes
 
 # The topology names lived here before `gang_sim.topology`; callers still import them here.
 __all__ = [
@@ -156,6 +163,9 @@ class SimCluster:
             controllers_loopback=True,
         )
         try:
+            # Before the controllers: a TrainJob created as soon as start() returns finds them.
+            with self.api_client() as api:
+                install_default_runtimes(api)
             kubeconfig = self.apiserver.controllers_kubeconfig_path
             if self._isolate_controllers:
                 self.controllers = ControllerProcesses(kubeconfig, self.topology)

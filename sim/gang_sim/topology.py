@@ -11,14 +11,28 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from gang_sim.controllers.batch_job import JobController
+from gang_sim.controllers.jobset_controller import JobSetController
 from gang_sim.controllers.kube_scheduler import KubeScheduler
 from gang_sim.controllers.kubelet import Kubelet
 from gang_sim.controllers.manager import ControllerFactory
+from gang_sim.controllers.trainer import Trainer
 from gang_sim.controllers.training_operator import TrainingOperator
 from gang_sim.controllers.volcano import Volcano
 
 Runtime = Literal["script", "process"]
-CONTROLLER_NAMES = ("volcano", "kube-scheduler", "training-operator", "kubelet")
+# "trainer", "jobset" and "job-controller" run Kubeflow Trainer v2 TrainJobs: the trainer makes
+# a JobSet, the JobSet controller its batch Jobs, the Job controller (kube-controller-manager's
+# part) their pods.
+CONTROLLER_NAMES = (
+    "volcano",
+    "kube-scheduler",
+    "training-operator",
+    "trainer",
+    "jobset",
+    "job-controller",
+    "kubelet",
+)
 
 
 @dataclass(frozen=True)
@@ -80,6 +94,12 @@ def controller_factories(
                 client, cache, gang_scheduler_name=topology.training_operator_gang, period=reactive
             )
         )
+    if "trainer" in chosen:
+        factories.append(lambda client, cache: Trainer(client, cache, period=reactive))
+    if "jobset" in chosen:
+        factories.append(lambda client, cache: JobSetController(client, cache, period=reactive))
+    if "job-controller" in chosen:
+        factories.append(lambda client, cache: JobController(client, cache, period=reactive))
     if "kubelet" in chosen:
         for node_name in topology.node_names():
             factories.append(_kubelet_factory(topology, node_name, reactive))

@@ -21,7 +21,9 @@ How the pieces fit (each module has one job):
 - ``errors.py``: every failure is a ``Status`` with kube-apiserver's code, reason and wording.
 - ``openapi.py`` / ``schemas.py`` / ``crd_loader.py``: structural schema defaulting, pruning
   and validation with built-in schemas or upstream CRD files; ``webhooks.py`` and
-  ``core_kinds.py``: the admission rules and built-in defaulting.
+  ``core_kinds.py``: the admission rules and built-in defaulting. Kubeflow Trainer v2 and
+  JobSet have theirs in ``trainer_schemas.py`` and ``trainer_webhooks.py`` (the schemas built
+  from ``schema_parts.py``), batch/v1 Jobs in ``batch_kinds.py``.
 - ``app.py`` / ``server.py`` / ``listener.py`` (+ ``../certs.py``): HTTPS with a throwaway CA,
   bearer-token auth, the kubeconfig, a listener that an outage can take down and bring back.
 - ``faults_*.py``: fault injection (``gang_sim.faults.FaultSpec``): the injector and its

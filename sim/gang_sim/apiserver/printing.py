@@ -104,6 +104,46 @@ def event_object(event: JsonDict) -> str:
     return f"{str(involved.get('kind', '')).lower()}/{involved.get('name', '')}"
 
 
+def _true_conditions(obj: JsonDict) -> list[str]:
+    conditions = (obj.get("status") or {}).get("conditions") or []
+    return [str(c.get("type")) for c in conditions if c.get("status") == "True"]
+
+
+def job_status(job: JsonDict) -> str:
+    """kubectl's Job STATUS: the terminal or suspended state, else Running."""
+    if (job.get("metadata") or {}).get("deletionTimestamp"):
+        return "Terminating"
+    true = _true_conditions(job)
+    for state in ("Complete", "Failed", "FailureTarget", "SuccessCriteriaMet", "Suspended"):
+        if state in true:
+            return state
+    return "Running"
+
+
+def job_completions(job: JsonDict) -> str:
+    spec, status = job.get("spec") or {}, job.get("status") or {}
+    succeeded = int(status.get("succeeded") or 0)
+    if spec.get("completions") is not None:
+        return f"{succeeded}/{spec['completions']}"
+    return f"{succeeded}/1 of {spec.get('parallelism', 1)}"
+
+
+def job_duration(job: JsonDict) -> str:
+    status = job.get("status") or {}
+    if not status.get("startTime"):
+        return ""
+    end = parse_time(status["completionTime"]) if status.get("completionTime") else dt.datetime.now(dt.UTC)
+    return human_duration((end - parse_time(status["startTime"])).total_seconds())
+
+
+def jobset_completed(jobset: JsonDict) -> str | None:
+    """The JobSet CRD's ``.status.conditions[?(@.type=="Completed")].status`` column."""
+    for condition in (jobset.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "Completed":
+            return str(condition.get("status"))
+    return None
+
+
 AGE = PrinterColumn("Age", cell=age)
 
 _SEGMENT = re.compile(r"\.([^.\[]+)|\[(-?\d+)(:?)\]")

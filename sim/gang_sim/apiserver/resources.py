@@ -7,7 +7,15 @@ subresources and short names match the real API so discovery looks like a real c
 
 from __future__ import annotations
 
-from gang_sim.apiserver import core_kinds, printing, schemas, webhooks
+from gang_sim.apiserver import (
+    batch_kinds,
+    core_kinds,
+    printing,
+    schemas,
+    trainer_schemas,
+    trainer_webhooks,
+    webhooks,
+)
 from gang_sim.apiserver.registry import PrinterColumn, Registry, ResourceInfo, ScalePaths
 
 _POD_FIELDS = (
@@ -219,6 +227,75 @@ VOLCANO_JOBS = ResourceInfo(
     ),
 )
 
+JOBS = ResourceInfo(
+    group="batch",
+    version="v1",
+    kind="Job",
+    plural="jobs",
+    namespaced=True,
+    subresources=frozenset({"status"}),
+    categories=("all",),
+    printer_columns=(
+        PrinterColumn("Status", cell=printing.job_status),
+        PrinterColumn("Completions", cell=printing.job_completions),
+        PrinterColumn("Duration", cell=printing.job_duration),
+        printing.AGE,
+    ),
+    mutators=(batch_kinds.default_job,),
+    validators=(batch_kinds.validate_job,),
+)
+# Kubeflow Trainer v2 and the JobSet it runs on (DOMAIN.md §6).
+TRAINJOBS = ResourceInfo(
+    group="trainer.kubeflow.org",
+    version="v1alpha1",
+    kind="TrainJob",
+    plural="trainjobs",
+    namespaced=True,
+    subresources=frozenset({"status"}),
+    schema=trainer_schemas.TRAINJOB_SCHEMA,
+    # The CRD's CEL rule: a lower-case RFC 1035 label of at most 63 characters.
+    name_rule="dns1035",
+    printer_columns=(
+        PrinterColumn("State", json_path=".status.conditions[-1:].type"),
+        PrinterColumn("Age", "date", json_path=".metadata.creationTimestamp"),
+    ),
+    admission=(trainer_webhooks.admit_trainjob,),
+)
+TRAINING_RUNTIMES = ResourceInfo(
+    group="trainer.kubeflow.org",
+    version="v1alpha1",
+    kind="TrainingRuntime",
+    plural="trainingruntimes",
+    namespaced=True,
+    schema=trainer_schemas.TRAINING_RUNTIME_SCHEMA,
+)
+CLUSTER_TRAINING_RUNTIMES = ResourceInfo(
+    group="trainer.kubeflow.org",
+    version="v1alpha1",
+    kind="ClusterTrainingRuntime",
+    plural="clustertrainingruntimes",
+    namespaced=False,
+    schema=trainer_schemas.TRAINING_RUNTIME_SCHEMA,
+)
+JOBSETS = ResourceInfo(
+    group="jobset.x-k8s.io",
+    version="v1alpha2",
+    kind="JobSet",
+    plural="jobsets",
+    namespaced=True,
+    subresources=frozenset({"status"}),
+    schema=trainer_schemas.JOBSET_SCHEMA,
+    printer_columns=(
+        PrinterColumn("TerminalState", json_path=".status.terminalState"),
+        PrinterColumn("Restarts", json_path=".status.restarts"),
+        PrinterColumn("Completed", cell=printing.jobset_completed),
+        PrinterColumn("Suspended", json_path=".spec.suspend"),
+        PrinterColumn("Age", "date", json_path=".metadata.creationTimestamp"),
+    ),
+    mutators=(trainer_webhooks.default_jobset,),
+    admission=(trainer_webhooks.admit_jobset,),
+)
+
 BUILTIN_RESOURCES: tuple[ResourceInfo, ...] = (
     NAMESPACES,
     NODES,
@@ -231,6 +308,11 @@ BUILTIN_RESOURCES: tuple[ResourceInfo, ...] = (
     PODGROUPS,
     QUEUES,
     VOLCANO_JOBS,
+    JOBS,
+    TRAINJOBS,
+    TRAINING_RUNTIMES,
+    CLUSTER_TRAINING_RUNTIMES,
+    JOBSETS,
 )
 
 

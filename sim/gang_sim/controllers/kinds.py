@@ -47,6 +47,13 @@ PYTORCHJOBS = Kind("kubeflow.org", "v1", "pytorchjobs", True, "PyTorchJob")
 PODGROUPS = Kind("scheduling.volcano.sh", "v1beta1", "podgroups", True, "PodGroup")
 QUEUES = Kind("scheduling.volcano.sh", "v1beta1", "queues", False, "Queue")
 LEASES = Kind("coordination.k8s.io", "v1", "leases", True, "Lease")
+JOBS = Kind("batch", "v1", "jobs", True, "Job")
+JOBSETS = Kind("jobset.x-k8s.io", "v1alpha2", "jobsets", True, "JobSet")
+TRAINJOBS = Kind("trainer.kubeflow.org", "v1alpha1", "trainjobs", True, "TrainJob")
+TRAINING_RUNTIMES = Kind("trainer.kubeflow.org", "v1alpha1", "trainingruntimes", True, "TrainingRuntime")
+CLUSTER_TRAINING_RUNTIMES = Kind(
+    "trainer.kubeflow.org", "v1alpha1", "clustertrainingruntimes", False, "ClusterTrainingRuntime"
+)
 
 
 def object_key(obj: dict[str, Any]) -> tuple[str, str]:

@@ -147,7 +147,8 @@ class Kubelet(NodeAgent):
             return deep_get(obj, "spec", "nodeName") == self.node_name or any(
                 key in self._local_jobs for key in _job_of(obj)
             )
-        return _job_key(object_key(obj)[0], str(deep_get(obj, "metadata", "name"))) in self._local_jobs
+        group = rendezvous.pytorchjob_group(str(deep_get(obj, "metadata", "name")))
+        return _job_key(object_key(obj)[0], group) in self._local_jobs
 
     async def reconcile(self) -> None:
         await self.sync_node()
@@ -262,8 +263,9 @@ class Kubelet(NodeAgent):
         name = rendezvous.job_name(pod)
         return self.cache.get(PYTORCHJOBS, object_key(pod)[0], name) if name else None
 
-    def job_pods(self, namespace: str, job: str) -> list[JsonDict]:
-        return self.cache[PODS].indexed(JOB_INDEX, _job_key(namespace, job))
+    def job_pods(self, namespace: str, group: str) -> list[JsonDict]:
+        """The pods of a rendezvous group (`rendezvous.group_of`) in ``namespace``."""
+        return self.cache[PODS].indexed(JOB_INDEX, _job_key(namespace, group))
 
     def workdir_path(self) -> str:
         if self.workdir is not None:
@@ -300,10 +302,10 @@ def _live_on_node(pod: JsonDict) -> list[str]:
     return [str(node)] if not finished or deep_get(pod, "metadata", "deletionTimestamp") else []
 
 
-def _job_key(namespace: str, job: str) -> str:
-    return f"{namespace}/{job}"
+def _job_key(namespace: str, group: str) -> str:
+    return f"{namespace}/{group}"
 
 
 def _job_of(pod: JsonDict) -> list[str]:
-    job = rendezvous.job_name(pod)
-    return [_job_key(object_key(pod)[0], job)] if job else []
+    group = rendezvous.group_of(pod)
+    return [_job_key(object_key(pod)[0], group)] if group else []

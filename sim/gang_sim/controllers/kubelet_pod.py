@@ -69,7 +69,7 @@ class Host(Protocol):
     def clock(self) -> dt.datetime: ...
     def pod_of(self, run: PodRun) -> JsonDict | None: ...
     def job_of(self, pod: JsonDict) -> JsonDict | None: ...
-    def job_pods(self, namespace: str, job: str) -> list[JsonDict]: ...
+    def job_pods(self, namespace: str, group: str) -> list[JsonDict]: ...
     def workdir_path(self) -> str: ...
     async def write_status(self, run: PodRun, status: JsonDict) -> None: ...
 
@@ -236,9 +236,9 @@ class PodRun:
             pod = self.host.pod_of(self)
             if pod is None:
                 return
-            job = rendezvous.job_name(pod)
+            group = rendezvous.group_of(pod)
             counts = rendezvous.progress(
-                pod, self.host.job_of(pod), self.host.job_pods(self.namespace, job) if job else []
+                pod, self.host.job_of(pod), self.host.job_pods(self.namespace, group) if group else []
             )
             if counts is not None and counts[0] >= counts[1]:
                 return
@@ -301,7 +301,8 @@ class PodRun:
     ) -> Outcome:
         """Run the main container once."""
         if self.host.runtime == "script":
-            rank = container_env(pod, container, None).get("RANK")
+            env = container_env(pod, container, None)
+            rank = env.get("RANK") or env.get("PET_NODE_RANK")  # a TrainJob node has only PET_*
             plan = plan_script(annotations, attempt=attempt, pod_name=self.name, rank=rank)
             begin, offsets, index = time.monotonic(), plan.line_offsets(), 0
             while index < len(plan.lines):
@@ -320,12 +321,16 @@ class PodRun:
         return await self._execute_process(pod, container)
 
     async def _execute_process(self, pod: JsonDict, container: JsonDict) -> Outcome:
-        port = master_port(job_uid(pod)) if "MASTER_PORT" in container_env(pod, container, None) else None
+        declared = container_env(pod, container, None)
+        # A PyTorchJob replica reads MASTER_PORT, a TrainJob node (torchrun) only PET_MASTER_PORT.
+        distributed = "MASTER_PORT" in declared or "PET_MASTER_PORT" in declared
+        port = master_port(job_uid(pod)) if distributed else None
         env = container_env(pod, container, port)
         argv = container_argv(container, env)
         if not argv:
             return 128, "StartError", "the process runtime runs the container's command, and it has none"
-        if port is not None and env.get("RANK") == "0" and not port_is_free(port):
+        leader = (env.get("RANK") or env.get("PET_NODE_RANK")) == "0"
+        if port is not None and leader and not port_is_free(port):
             await self.append_log([f"kubelet: MASTER_PORT {port} is already in use"])
         process = ManagedProcess(argv, env, self.host.workdir_path(), self.append_log)
         process.kill_grace = self.kill_grace

@@ -37,6 +37,7 @@ LOCALHOST = "127.0.0.1"
 PORT_LOW, PORT_HIGH = 20000, 30000
 _ADDR_VARS = ("MASTER_ADDR", "PET_MASTER_ADDR")
 _PORT_VARS = ("MASTER_PORT", "PET_MASTER_PORT")
+JOBSET_UID_LABEL = "jobset.sigs.k8s.io/jobset-uid"
 _REFERENCE = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
 _PR_SET_PDEATHSIG = 1
 _LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
@@ -60,12 +61,15 @@ def port_is_free(port: int) -> bool:
 
 
 def job_uid(pod: JsonDict) -> str:
-    """The owning PyTorchJob's UID (on the pod itself, so no cache is needed), else the pod's."""
+    """The UID of the pod's distributed job, read from the pod itself so no cache is needed: the
+    owning PyTorchJob's, or the JobSet's (label ``jobset.sigs.k8s.io/jobset-uid``) for a TrainJob
+    node, else the pod's own."""
     meta = pod.get("metadata") or {}
     for ref in meta.get("ownerReferences") or []:
         if ref.get("kind") == "PyTorchJob" and ref.get("uid"):
             return str(ref["uid"])
-    return str(meta.get("uid", ""))
+    jobset_uid = (meta.get("labels") or {}).get(JOBSET_UID_LABEL)
+    return str(jobset_uid or meta.get("uid", ""))
 
 
 def _field(pod: JsonDict, path: str) -> str | None:

@@ -73,7 +73,11 @@ def test_group_discovery_lists_every_served_group(api_client: k8s.ApiClient) -> 
         "kubeflow.org",
         "scheduling.volcano.sh",
         "batch.volcano.sh",
+        "batch",
+        "jobset.x-k8s.io",
+        "trainer.kubeflow.org",
     }
+    assert groups["trainer.kubeflow.org"].preferred_version.group_version == "trainer.kubeflow.org/v1alpha1"
     assert groups["scheduling.volcano.sh"].preferred_version.group_version == "scheduling.volcano.sh/v1beta1"
 
 

@@ -1,0 +1,157 @@
+"""The simulated batch/v1 Job controller (kube-controller-manager's): Job -> pods, counts, conditions.
+
+Each round it plans every Job (`batch_job_plan.plan_job`) from the pods it controls in the
+cache and applies the plans: deletions, then pod creations interleaved across Jobs (every Job's
+first pod, then every Job's second ...), then each changed status through ``/status``, and the
+events (``SuccessfulCreate`` "Created pod: <name>", ``SuccessfulDelete``,
+``BackoffLimitExceeded``, ``Completed``, ``Suspended``/``Resumed``). The pods run on the
+simulated kubelets like any others (script runtime: ``sim.airflow-gang.io/*`` annotations).
+
+Jobs created together get their pods together: a Job that has no pods yet waits until no other
+new Job has appeared for ``batch_window`` seconds (at most ``BATCH_LIMIT`` after the first of
+them). The real controller's parallel workers interleave the pods of Jobs submitted at once, so
+a first-come first-fit scheduler sees the first pod of every Job before any Job's second; the
+window makes that interleaving (and the partial-placement deadlock it leads to without gang
+scheduling) deterministic here, where the Jobs of six TrainJobs arrive a few milliseconds apart.
+
+Events that wake it: Jobs, and pods a Job controls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+import time
+from collections.abc import Callable
+
+from gang_sim.controllers.batch_job_plan import JobPlan, plan_job
+from gang_sim.controllers.client import JsonDict, KubeClient
+from gang_sim.controllers.clock import utc_now
+from gang_sim.controllers.concurrency import in_parallel
+from gang_sim.controllers.event_recorder import EventRecorder
+from gang_sim.controllers.informer import Cache, deep_get
+from gang_sim.controllers.kinds import JOBS, PODS, Kind, object_key
+from gang_sim.controllers.object_controller import WRITE_ERRORS, ObjectController, creation_order
+from gang_sim.controllers.ownership import controlled_by, controller_uid
+from gang_sim.controllers.training_plan import rounds
+
+log = logging.getLogger(__name__)
+
+COMPONENT = "job-controller"
+PODS_INDEX = "job-controller/pods"
+BATCH_LIMIT = 1.0  # seconds a steady stream of new Jobs may hold back the first ones' pods
+
+
+class JobController(ObjectController):
+    """kube-controller-manager's Job controller, for the Jobs JobSets make (see the module doc)."""
+
+    name = "job-controller"
+    primary = JOBS
+    kinds = (JOBS, PODS)
+
+    def __init__(
+        self,
+        client: KubeClient,
+        cache: Cache,
+        *,
+        period: float | None = 0.5,
+        clock: Callable[[], dt.datetime] = utc_now,
+        batch_window: float = 0.25,
+    ) -> None:
+        super().__init__(client, cache, period)
+        self.clock = clock
+        self.batch_window = batch_window
+        self.events = EventRecorder(client, COMPONENT, clock)
+        self._first_seen: dict[str, float] = {}  # job uid -> when first seen unsuspended
+        self._round_failed = False
+        cache[PODS].add_index(PODS_INDEX, controlled_by(JOBS))
+
+    async def run(self) -> None:
+        try:
+            await super().run()
+        finally:
+            await self.events.close()
+
+    def wants(self, kind: Kind, obj: JsonDict) -> bool:
+        return kind == JOBS or controller_uid(obj, JOBS) is not None
+
+    def pods_of(self, job: JsonDict) -> list[JsonDict]:
+        return self.cache[PODS].indexed(PODS_INDEX, str(deep_get(job, "metadata", "uid")))
+
+    async def reconcile(self) -> None:
+        now = self.clock()
+        jobs = sorted(
+            (job for job in self.cache.items(JOBS) if not deep_get(job, "metadata", "deletionTimestamp")),
+            key=creation_order,
+        )
+        plans = [(job, plan_job(job, self.pods_of(job), now)) for job in jobs]
+        waiting = self._batching(plans)
+        self._round_failed = False
+        await in_parallel(self._delete_pod(job, pod) for job, plan in plans for pod in plan.delete_pods)
+        creations = [
+            [(job, pod) for pod in plan.create_pods] for job, plan in plans if _uid(job) not in waiting
+        ]
+        for row in rounds(creations):
+            await in_parallel(self._create_pod(job, pod) for job, pod in row)
+        await in_parallel(self._finish(job, plan) for job, plan in plans)
+        self.retry_if(self._round_failed)
+
+    def _batching(self, plans: list[tuple[JsonDict, JobPlan]]) -> set[str]:
+        """The Jobs whose first pods wait for more Jobs submitted together (see the module doc)."""
+        moment = time.monotonic()
+        live = {_uid(job) for job, _ in plans}
+        self._first_seen = {uid: seen for uid, seen in self._first_seen.items() if uid in live}
+        for job, _ in plans:
+            if deep_get(job, "spec", "suspend"):
+                self._first_seen.pop(_uid(job), None)  # resumed together counts as submitted together
+            else:
+                self._first_seen.setdefault(_uid(job), moment)
+        fresh = {_uid(job) for job, plan in plans if plan.create_pods and not self.pods_of(job)}
+        if not fresh or self.batch_window <= 0:
+            return set()
+        newest = max(self._first_seen[uid] for uid in fresh)
+        oldest = min(self._first_seen[uid] for uid in fresh)
+        release = min(newest + self.batch_window, oldest + BATCH_LIMIT)
+        if moment >= release:
+            return set()
+        asyncio.get_running_loop().call_later(release - moment, self.wakeup.set)
+        return fresh
+
+    async def _delete_pod(self, job: JsonDict, name: str) -> None:
+        try:
+            await self.delete(PODS, object_key(job)[0], name)
+        except WRITE_ERRORS as error:
+            self._failed("delete pod", job, error)
+            return
+        self.events.record(job, "Normal", "SuccessfulDelete", f"Deleted pod: {name}")
+
+    async def _create_pod(self, job: JsonDict, pod: JsonDict) -> None:
+        try:
+            created = await self.create(PODS, pod)
+        except WRITE_ERRORS as error:
+            self._failed("create pod", job, error)
+            return
+        if created is not None:
+            name = deep_get(created, "metadata", "name")
+            self.events.record(job, "Normal", "SuccessfulCreate", f"Created pod: {name}")
+            log.info("pod created job=%s/%s pod=%s", *object_key(job), name)
+
+    async def _finish(self, job: JsonDict, plan: JobPlan) -> None:
+        try:
+            changed = await self.write_status(JOBS, job, plan.status)
+        except WRITE_ERRORS as error:
+            self._failed("write status", job, error)
+            return
+        if changed:
+            for event_type, reason, message in plan.events:
+                self.events.record(job, event_type, reason, message)
+                log.info("job %s job=%s/%s: %s", reason, *object_key(job), message)
+
+    def _failed(self, what: str, job: JsonDict, error: BaseException) -> None:
+        self._round_failed = True
+        log.debug("%s: %s for %s/%s failed: %s", self.name, what, *object_key(job), error)
+
+
+def _uid(job: JsonDict) -> str:
+    return str(deep_get(job, "metadata", "uid", default=""))
