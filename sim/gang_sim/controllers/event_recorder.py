@@ -38,6 +38,9 @@ class EventRecorder:
         self._queue: asyncio.Queue[JsonDict] | None = None
         self._workers: list[asyncio.Task[None]] = []
         self._recorded: set[tuple[str, str, str, str]] = set()
+        # After close(): a sync still finishing during shutdown must not start workers that
+        # nobody cancels (they would outlive the loop).
+        self._closed = False
 
     def record(self, obj: JsonDict, type_: str, reason: str, message: str) -> None:
         """Queue an Event about ``obj`` (``type_`` Normal or Warning) unless this one was recorded.
@@ -45,6 +48,8 @@ class EventRecorder:
         The repeat check comes first and costs a tuple: a scheduler offers the same events for
         every waiting gang in every session.
         """
+        if self._closed:
+            return
         metadata = obj.get("metadata") or {}
         key = metadata.get("uid") or f"{metadata.get('namespace')}/{metadata.get('name')}"
         identity = (str(key), type_, reason, message)
@@ -59,6 +64,7 @@ class EventRecorder:
         self._queue.put_nowait(self._body(obj, type_, reason, message))
 
     async def close(self) -> None:
+        self._closed = True
         for worker in self._workers:
             worker.cancel()
         await asyncio.gather(*self._workers, return_exceptions=True)
