@@ -20,16 +20,13 @@ Events that wake it: Jobs, and pods a Job controls.
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 import logging
 import time
-from collections.abc import Callable
+from typing import Any
 
 from gang_sim.controllers.batch_job_plan import JobPlan, plan_job
 from gang_sim.controllers.client import JsonDict, KubeClient
-from gang_sim.controllers.clock import utc_now
 from gang_sim.controllers.concurrency import in_parallel
-from gang_sim.controllers.event_recorder import EventRecorder
 from gang_sim.controllers.informer import Cache, deep_get
 from gang_sim.controllers.kinds import JOBS, PODS, Kind, object_key
 from gang_sim.controllers.object_controller import WRITE_ERRORS, ObjectController, creation_order
@@ -46,32 +43,19 @@ BATCH_LIMIT = 1.0  # seconds a steady stream of new Jobs may hold back the first
 class JobController(ObjectController):
     """kube-controller-manager's Job controller, for the Jobs JobSets make (see the module doc)."""
 
+    component = COMPONENT
     name = "job-controller"
     primary = JOBS
     kinds = (JOBS, PODS)
 
     def __init__(
-        self,
-        client: KubeClient,
-        cache: Cache,
-        *,
-        period: float | None = 0.5,
-        clock: Callable[[], dt.datetime] = utc_now,
-        batch_window: float = 0.25,
+        self, client: KubeClient, cache: Cache, *, batch_window: float = 0.25, **options: Any
     ) -> None:
-        super().__init__(client, cache, period)
-        self.clock = clock
+        super().__init__(client, cache, **options)
         self.batch_window = batch_window
-        self.events = EventRecorder(client, COMPONENT, clock)
         self._first_seen: dict[str, float] = {}  # job uid -> when first seen unsuspended
         self._round_failed = False
         cache[PODS].add_index(PODS_INDEX, controlled_by(JOBS))
-
-    async def run(self) -> None:
-        try:
-            await super().run()
-        finally:
-            await self.events.close()
 
     def wants(self, kind: Kind, obj: JsonDict) -> bool:
         return kind == JOBS or controller_uid(obj, JOBS) is not None

@@ -11,14 +11,11 @@ Events that wake it: JobSets, and Jobs and Services a JobSet controls.
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
-from collections.abc import Callable
+from typing import Any
 
 from gang_sim.controllers.client import JsonDict, KubeClient
-from gang_sim.controllers.clock import utc_now
 from gang_sim.controllers.concurrency import in_parallel
-from gang_sim.controllers.event_recorder import EventRecorder
 from gang_sim.controllers.informer import Cache, deep_get
 from gang_sim.controllers.jobset_build import subdomain
 from gang_sim.controllers.jobset_plan import plan_jobset
@@ -34,28 +31,14 @@ CHILDREN_INDEX = "jobset-controller/children"
 
 
 class JobSetController(ObjectController):
+    component = COMPONENT
     name = "jobset-controller"
     primary = JOBSETS
     kinds = (JOBSETS, JOBS, SERVICES)
 
-    def __init__(
-        self,
-        client: KubeClient,
-        cache: Cache,
-        *,
-        period: float | None = 0.5,
-        clock: Callable[[], dt.datetime] = utc_now,
-    ) -> None:
-        super().__init__(client, cache, period)
-        self.clock = clock
-        self.events = EventRecorder(client, COMPONENT, clock)
+    def __init__(self, client: KubeClient, cache: Cache, **options: Any) -> None:
+        super().__init__(client, cache, **options)
         cache[JOBS].add_index(CHILDREN_INDEX, controlled_by(JOBSETS))
-
-    async def run(self) -> None:
-        try:
-            await super().run()
-        finally:
-            await self.events.close()
 
     def wants(self, kind: Kind, obj: JsonDict) -> bool:
         return kind == JOBSETS or controller_uid(obj, JOBSETS) is not None

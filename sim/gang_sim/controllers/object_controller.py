@@ -12,13 +12,17 @@ returns goes into the cache at once, so the next round does not act on stale sta
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import logging
+from collections.abc import Callable
 from typing import ClassVar
 
 import aiohttp
 
-from gang_sim.controllers.client import ApiError, JsonDict
-from gang_sim.controllers.informer import deep_get
+from gang_sim.controllers.client import ApiError, JsonDict, KubeClient
+from gang_sim.controllers.clock import utc_now
+from gang_sim.controllers.event_recorder import EventRecorder
+from gang_sim.controllers.informer import Cache, deep_get
 from gang_sim.controllers.kinds import Kind, object_key
 from gang_sim.controllers.runner import Controller
 
@@ -34,12 +38,32 @@ def creation_order(obj: JsonDict) -> tuple[str, str, str]:
 
 
 class ObjectController(Controller):
-    """Subclasses set ``primary`` and implement ``sync(obj)`` for one object."""
+    """Subclasses set ``primary`` and ``component`` (the Events' source) and implement
+    ``sync(obj)`` for one object; ``self.clock`` and ``self.events`` serve them all."""
 
     primary: ClassVar[Kind]
+    component: ClassVar[str]
 
     _failures = 0
     _retry: asyncio.TimerHandle | None = None
+
+    def __init__(
+        self,
+        client: KubeClient,
+        cache: Cache,
+        *,
+        period: float | None = 0.5,
+        clock: Callable[[], dt.datetime] = utc_now,
+    ) -> None:
+        super().__init__(client, cache, period)
+        self.clock = clock
+        self.events = EventRecorder(client, self.component, clock)
+
+    async def run(self) -> None:
+        try:
+            await super().run()
+        finally:
+            await self.events.close()
 
     async def sync(self, obj: JsonDict) -> None:
         raise NotImplementedError

@@ -24,14 +24,10 @@ Events that wake it: TrainJobs; JobSets and PodGroups controlled by a TrainJob; 
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
-from collections.abc import Callable
 
-from gang_sim.controllers.client import JsonDict, KubeClient
-from gang_sim.controllers.clock import utc_now
-from gang_sim.controllers.event_recorder import EventRecorder
-from gang_sim.controllers.informer import Cache, deep_get
+from gang_sim.controllers.client import JsonDict
+from gang_sim.controllers.informer import deep_get
 from gang_sim.controllers.kinds import (
     CLUSTER_TRAINING_RUNTIMES,
     JOBSETS,
@@ -56,27 +52,10 @@ RUNTIME_KINDS = {"ClusterTrainingRuntime": CLUSTER_TRAINING_RUNTIMES, "TrainingR
 class Trainer(ObjectController):
     """Kubeflow Trainer v2's TrainJob controller with the JobSet, torch and Volcano plugins."""
 
+    component = COMPONENT
     name = "trainer"
     primary = TRAINJOBS
     kinds = (TRAINJOBS, JOBSETS, PODGROUPS, CLUSTER_TRAINING_RUNTIMES, TRAINING_RUNTIMES)
-
-    def __init__(
-        self,
-        client: KubeClient,
-        cache: Cache,
-        *,
-        period: float | None = 0.5,
-        clock: Callable[[], dt.datetime] = utc_now,
-    ) -> None:
-        super().__init__(client, cache, period)
-        self.clock = clock
-        self.events = EventRecorder(client, COMPONENT, clock)
-
-    async def run(self) -> None:
-        try:
-            await super().run()
-        finally:
-            await self.events.close()
 
     def wants(self, kind: Kind, obj: JsonDict) -> bool:
         if kind in (JOBSETS, PODGROUPS):
