@@ -7,26 +7,23 @@ events (``SuccessfulCreate`` "Created pod: <name>", ``SuccessfulDelete``,
 ``BackoffLimitExceeded``, ``Completed``, ``Suspended``/``Resumed``). The pods run on the
 simulated kubelets like any others (script runtime: ``sim.airflow-gang.io/*`` annotations).
 
-Jobs created together get their pods together: a Job that has no pods yet waits until no other
-new Job has appeared for ``batch_window`` seconds (at most ``BATCH_LIMIT`` after the first of
-them). The real controller's parallel workers interleave the pods of Jobs submitted at once, so
-a first-come first-fit scheduler sees the first pod of every Job before any Job's second; the
-window makes that interleaving (and the partial-placement deadlock it leads to without gang
-scheduling) deterministic here, where the Jobs of six TrainJobs arrive a few milliseconds apart.
+Jobs created together get their pods together (`creation_batch.CreationBatch`, as the
+training-operator's): the Jobs of six TrainJobs arrive a few milliseconds apart, and the batch
+makes the interleaving a real controller's parallel workers produce, and the partial-placement
+deadlock it leads to without gang scheduling, deterministic here.
 
 Events that wake it: Jobs, and pods a Job controls.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import time
 from typing import Any
 
 from gang_sim.controllers.batch_job_plan import JobPlan, plan_job
 from gang_sim.controllers.client import JsonDict, KubeClient
 from gang_sim.controllers.concurrency import in_parallel
+from gang_sim.controllers.creation_batch import CreationBatch
 from gang_sim.controllers.informer import Cache, deep_get
 from gang_sim.controllers.kinds import JOBS, PODS, Kind, object_key
 from gang_sim.controllers.object_controller import WRITE_ERRORS, ObjectController, creation_order
@@ -37,7 +34,6 @@ log = logging.getLogger(__name__)
 
 COMPONENT = "job-controller"
 PODS_INDEX = "job-controller/pods"
-BATCH_LIMIT = 1.0  # seconds a steady stream of new Jobs may hold back the first ones' pods
 
 
 class JobController(ObjectController):
@@ -52,8 +48,7 @@ class JobController(ObjectController):
         self, client: KubeClient, cache: Cache, *, batch_window: float = 0.25, **options: Any
     ) -> None:
         super().__init__(client, cache, **options)
-        self.batch_window = batch_window
-        self._first_seen: dict[str, float] = {}  # job uid -> when first seen unsuspended
+        self._batch = CreationBatch(batch_window)
         self._round_failed = False
         cache[PODS].add_index(PODS_INDEX, controlled_by(JOBS))
 
@@ -83,24 +78,10 @@ class JobController(ObjectController):
 
     def _batching(self, plans: list[tuple[JsonDict, JobPlan]]) -> set[str]:
         """The Jobs whose first pods wait for more Jobs submitted together (see the module doc)."""
-        moment = time.monotonic()
-        live = {_uid(job) for job, _ in plans}
-        self._first_seen = {uid: seen for uid, seen in self._first_seen.items() if uid in live}
-        for job, _ in plans:
-            if deep_get(job, "spec", "suspend"):
-                self._first_seen.pop(_uid(job), None)  # resumed together counts as submitted together
-            else:
-                self._first_seen.setdefault(_uid(job), moment)
+        self._batch.keep_only({_uid(job) for job, _ in plans})
         fresh = {_uid(job) for job, plan in plans if plan.create_pods and not self.pods_of(job)}
-        if not fresh or self.batch_window <= 0:
-            return set()
-        newest = max(self._first_seen[uid] for uid in fresh)
-        oldest = min(self._first_seen[uid] for uid in fresh)
-        release = min(newest + self.batch_window, oldest + BATCH_LIMIT)
-        if moment >= release:
-            return set()
-        asyncio.get_running_loop().call_later(release - moment, self.wakeup.set)
-        return fresh
+        jobs = [(_uid(job), bool(deep_get(job, "spec", "suspend"))) for job, _ in plans]
+        return self._batch.held(jobs, fresh, self.wakeup.set)
 
     async def _delete_pod(self, job: JsonDict, name: str) -> None:
         try:

@@ -31,8 +31,8 @@ admitted — the hang of a provider-made PodGroup owned with ``controller: false
 
 Jobs submitted (or resumed from suspension) together get their pods together: a job that has no
 pods yet waits until no other new job has shown up for ``batch_window`` seconds (at most
-``BATCH_LIMIT`` after the first of them), and then the pods of all waiting jobs are created
-round-robin. A client that
+``BATCH_LIMIT`` after the first of them; `creation_batch.CreationBatch`), and then the pods of all
+waiting jobs are created round-robin. A client that
 submits six jobs in a loop thus meets the same interleaving the real operator's parallel
 workers produce, every time, instead of winning or losing a race against this loop.
 
@@ -57,6 +57,7 @@ import aiohttp
 from gang_sim.controllers.client import ApiError, JsonDict, KubeClient
 from gang_sim.controllers.clock import utc_now
 from gang_sim.controllers.concurrency import in_parallel
+from gang_sim.controllers.creation_batch import CreationBatch
 from gang_sim.controllers.informer import Cache, Change, deep_get
 from gang_sim.controllers.kinds import (
     PODGROUPS,
@@ -74,7 +75,6 @@ from gang_sim.controllers.training_plan import JobPlan, PlanInputs, plan_job, ro
 log = logging.getLogger(__name__)
 
 MANAGED_BY = "kubeflow.org/training-operator"
-BATCH_LIMIT = 1.0  # seconds a steady stream of new jobs may hold back the first ones' pods
 # controller-runtime's default SyncPeriod (the operator sets none): in practice, never.
 RESYNC_SECONDS = 10 * 3600.0
 # client-go's DefaultControllerRateLimiter, per item: 5 ms doubling, at most 1000 s.
@@ -156,9 +156,8 @@ class TrainingOperator(Controller):
             # Only with the flag: a cluster without Volcano has no podgroups to list.
             self.follow(PODGROUPS)
             cache[PRIORITY_CLASSES]  # read for minResources, never watched for
-        self.batch_window = batch_window
+        self._batch = CreationBatch(batch_window)
         self._restarts: dict[str, int] = {}
-        self._first_seen: dict[str, float] = {}  # job uid -> when first seen unsuspended
         self._failures: dict[JobKey, int] = {}  # failed rounds in a row, for the backoff
         self._timer: asyncio.TimerHandle | None = None
         self._reported: dict[tuple[str, str, str], str] = {}
@@ -261,7 +260,7 @@ class TrainingOperator(Controller):
         if full:
             live = {_uid(job) for job in jobs}
             self._restarts = {uid: n for uid, n in self._restarts.items() if uid in live}
-            self._first_seen = {uid: t for uid, t in self._first_seen.items() if uid in live}
+            self._batch.keep_only(live)
             self._wake_at = {}
         waiting = self._batching(plans)
         self._dirty |= {object_key(job) for job, _ in plans if _uid(job) in waiting}
@@ -300,29 +299,14 @@ class TrainingOperator(Controller):
 
     def _batching(self, plans: list[tuple[JsonDict, JobPlan]]) -> set[str]:
         """The jobs whose first pods wait for more jobs submitted together (see the module doc)."""
-        moment = time.monotonic()
-        for job, _ in plans:
-            if deep_get(job, "spec", "runPolicy", "suspend"):
-                # A suspended job is not yet submitted as far as its pods go: jobs resumed
-                # together get their pods together, like jobs created together.
-                self._first_seen.pop(_uid(job), None)
-            else:
-                self._first_seen.setdefault(_uid(job), moment)
         pods = self.cache[PODS]
         fresh = {
             _uid(job)
             for job, plan in plans
             if plan.create_pods and not pods.indexed(CONTROLLER_INDEX, _uid(job))
         }
-        if not fresh or self.batch_window <= 0:
-            return set()
-        newest = max(self._first_seen[uid] for uid in fresh)
-        oldest = min(self._first_seen[uid] for uid in fresh)
-        release = min(newest + self.batch_window, oldest + BATCH_LIMIT)
-        if moment >= release:
-            return set()
-        asyncio.get_running_loop().call_later(release - moment, self.wakeup.set)
-        return fresh
+        jobs = [(_uid(job), bool(deep_get(job, "spec", "runPolicy", "suspend"))) for job, _ in plans]
+        return self._batch.held(jobs, fresh, self.wakeup.set)
 
     def _manages(self, job: JsonDict) -> bool:
         if deep_get(job, "metadata", "deletionTimestamp"):
