@@ -21,7 +21,8 @@ import asyncio
 import base64
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -88,6 +89,37 @@ def waiting_trigger(job: Submitted, watch: str) -> GangJobTrigger:
     return GangJobTrigger(**built.serialize()[1])
 
 
+@dataclass
+class AcrossTheEdit:
+    events: list[dict[str, Any]]
+    caches_after_edit: int
+    # From a second after the edit until both waits ended.
+    seconds_to_end: float
+
+
+async def wait_across_an_edit(
+    before: Submitted, after: Submitted, watch: str, edit: Callable[[], Awaitable[None]]
+) -> AcrossTheEdit:
+    """The trigger of ``before`` waits (2.5 s: watching, or polled once, under the old settings),
+    ``edit()`` changes the connection, then the trigger of ``after`` starts; both first events."""
+    waiting = asyncio.create_task(first_event(waiting_trigger(before, watch), 60))
+    await asyncio.sleep(2.5)
+    await edit()
+    later = asyncio.create_task(first_event(waiting_trigger(after, watch), 60))
+    await asyncio.sleep(1.0)
+    caches = len(watch_cache.caches())
+    began = time.monotonic()
+    events = await asyncio.gather(waiting, later)
+    return AcrossTheEdit(list(events), caches, time.monotonic() - began)
+
+
+def assert_both_succeeded(events: list[dict[str, Any]], before: Submitted, after: Submitted) -> None:
+    assert [(event["status"], event["uid"]) for event in events] == [
+        ("succeeded", before.uid),
+        ("succeeded", after.uid),
+    ]
+
+
 @pytest.mark.parametrize("watch", ["shared", "per_trigger", "poll"])
 def test_waits_follow_a_connection_edited_to_a_new_endpoint_without_a_phantom_outage(
     watch: str,
@@ -102,28 +134,22 @@ def test_waits_follow_a_connection_edited_to_a_new_endpoint_without_a_phantom_ou
     before, after = submit(8.0), submit(3.0)
     seen: dict[str, Any] = {}
 
-    async def run() -> list[dict[str, Any]]:
-        waiting = asyncio.create_task(first_event(waiting_trigger(before, watch), 60))
-        await asyncio.sleep(2.5)  # watching (or polled once) through the old endpoint
+    relays: list[TcpRelay] = []
+
+    async def move() -> None:
         seen["through the old endpoint"] = old.opened > 0
         new = TcpRelay(api_server(cluster))
+        relays.append(new)
         seen["new endpoint"] = new.url
         await asyncio.to_thread(write_kubeconfig, moving, cluster, new.url)
         old.close()
-        later = asyncio.create_task(first_event(waiting_trigger(after, watch), 60))
-        await asyncio.sleep(1.0)
-        seen["caches after the edit"] = len(watch_cache.caches())
-        events = await asyncio.gather(waiting, later)
-        seen["through the new endpoint"] = new.opened > 0
-        new.close()
-        return events
 
-    events = asyncio.run(run())
+    result = asyncio.run(wait_across_an_edit(before, after, watch, move))
+    seen["caches after the edit"] = result.caches_after_edit
+    seen["through the new endpoint"] = relays[0].opened > 0
+    relays[0].close()
 
-    assert [(event["status"], event["uid"]) for event in events] == [
-        ("succeeded", before.uid),
-        ("succeeded", after.uid),
-    ]
+    assert_both_succeeded(result.events, before, after)
     assert seen["through the old endpoint"], seen
     assert seen["through the new endpoint"], seen
     if watch == "shared":
@@ -151,9 +177,9 @@ def test_waits_follow_a_ca_rotated_at_the_same_endpoint_without_a_phantom_outage
     before, after = submit(8.0), submit(3.0)
     seen: dict[str, Any] = {}
 
-    async def run() -> list[dict[str, Any]]:
-        waiting = asyncio.create_task(first_event(waiting_trigger(before, watch), 60))
-        await asyncio.sleep(2.5)  # watching (or polled once) under the old CA
+    relays: list[TlsRelay] = []
+
+    async def rotate() -> None:
         seen["under the old CA"] = old.opened > 0
         # The new CA goes into the kubeconfig, and the server presents a certificate of it, in
         # either order; server first, the waits fail their TLS handshakes until the edit.
@@ -162,26 +188,19 @@ def test_waits_follow_a_ca_rotated_at_the_same_endpoint_without_a_phantom_outage
             await asyncio.to_thread(write_kubeconfig, moving, cluster, old.url, rotated.ca_pem)
         old.close()
         new = await asyncio.to_thread(TlsRelay, api_server(cluster), old.port, rotated)
+        relays.append(new)
         seen["same endpoint"] = new.url == old.url
         if not kubeconfig_first:
             await asyncio.sleep(3.0)  # handshakes fail: a real outage under the old settings
             await asyncio.to_thread(write_kubeconfig, moving, cluster, old.url, rotated.ca_pem)
-        later = asyncio.create_task(first_event(waiting_trigger(after, watch), 60))
-        await asyncio.sleep(1.0)
-        seen["caches after the edit"] = len(watch_cache.caches())
-        rotated_at = time.monotonic()
-        events = await asyncio.gather(waiting, later)
-        seen["ended after the rotation"] = time.monotonic() - rotated_at
-        seen["under the new CA"] = new.opened > 0
-        new.close()
-        return events
 
-    events = asyncio.run(run())
+    result = asyncio.run(wait_across_an_edit(before, after, watch, rotate))
+    seen["caches after the edit"] = result.caches_after_edit
+    seen["ended after the rotation"] = result.seconds_to_end
+    seen["under the new CA"] = relays[0].opened > 0
+    relays[0].close()
 
-    assert [(event["status"], event["uid"]) for event in events] == [
-        ("succeeded", before.uid),
-        ("succeeded", after.uid),
-    ]
+    assert_both_succeeded(result.events, before, after)
     assert seen["under the old CA"], seen
     assert seen["same endpoint"], seen
     assert seen["under the new CA"], seen
