@@ -113,7 +113,11 @@ def test_bad_input_names_the_field_and_the_fix(arguments: dict[str, object], fie
 def test_the_default_runtime_needs_an_image() -> None:
     with pytest.raises(GangSpecError, match="image is required"):
         TrainJobSpec()
-    assert TrainJobSpec(command=["python", "-c", "print(1)"]).build_trainjob("cmd", "default")
+    # A command alone runs in the runtime's own image.
+    trainer = TrainJobSpec(command=["python", "-c", "print(1)"]).build_trainjob("cmd", "default")["spec"][
+        "trainer"
+    ]
+    assert trainer == {"numNodes": 1, "command": ["python", "-c", "print(1)"]}
 
 
 @pytest.mark.parametrize(
