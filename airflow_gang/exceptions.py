@@ -73,6 +73,11 @@ class PyTorchJobFailed(GangError):
         self.log_tail = log_tail
 
 
+class TrainJobFailed(PyTorchJobFailed):
+    """The TrainJob reached its `Failed` condition; names the failing node (rank), its exit code and
+    log tail. A `PyTorchJobFailed`, so one ``except`` clause and `gang_retry_policy` cover both kinds."""
+
+
 class GangJobLost(GangError):
     """The job disappeared while we waited for it (deleted by someone else, or its namespace)."""
 

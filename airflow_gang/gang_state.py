@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from airflow_gang.job_kinds import PYTORCHJOB
+from airflow_gang.job_kinds import PYTORCHJOB, JobKind
 from airflow_gang.timeline import gang_admitted_at
 
 JsonDict = dict[str, Any]
@@ -34,8 +34,16 @@ NOT_GANG_SCHEDULED = (
     "not gang-scheduled: the training-operator created pods but no PodGroup, so it runs without "
     "--gang-scheduler-name=volcano; start it with that flag, or use gang_scheduling='provider'"
 )
+TRAINER_NOT_GANG_SCHEDULED = (
+    "not gang-scheduled: the TrainJob's pods exist but no PodGroup does, so its runtime has no Volcano "
+    "podGroupPolicy; use a runtime with podGroupPolicy.volcano"
+)
 REPLICA_TYPE_LABEL = PYTORCHJOB.replica_type_label
 REPLICA_INDEX_LABEL = PYTORCHJOB.replica_index_label
+# Modes in which a controller, not the provider, makes the PodGroup: the training-operator with
+# --gang-scheduler-name=volcano, or Kubeflow Trainer v2's Volcano plugin (a runtime's
+# podGroupPolicy.volcano). The PodGroup may not exist for a while after submission.
+CONTROLLER_PODGROUP_MODES = ("training-operator", "trainer")
 
 
 class GangPhase(StrEnum):
@@ -106,9 +114,14 @@ def last_true_condition(job: JsonDict) -> JsonDict | None:
     return true[-1] if true else None
 
 
-def replica_count(job: JsonDict) -> int:
-    specs = (job.get("spec") or {}).get("pytorchReplicaSpecs") or {}
-    return sum(int((replica or {}).get("replicas", 1)) for replica in specs.values())
+def replica_count(job: JsonDict, job_kind: JobKind = PYTORCHJOB) -> int:
+    return job_kind.total_replicas(job)
+
+
+def finished_state(job: JsonDict, job_kind: JobKind = PYTORCHJOB) -> str | None:
+    """``Succeeded``/``Failed`` once the job has ended, else None."""
+    state, _ = job_kind.state(job)
+    return state if state in ("Succeeded", "Failed") else None
 
 
 def _bound(pods: list[JsonDict]) -> int:
@@ -132,35 +145,45 @@ def _unschedulable_message(podgroup: JsonDict | None, pods: list[JsonDict]) -> s
 
 
 def gang_status(
-    job: JsonDict | None, podgroup: JsonDict | None, pods: list[JsonDict], gang_scheduling: str
+    job: JsonDict | None,
+    podgroup: JsonDict | None,
+    pods: list[JsonDict],
+    gang_scheduling: str,
+    job_kind: JobKind = PYTORCHJOB,
 ) -> GangStatus:
     """Map what the cluster shows onto one `GangStatus`.
 
-    :param job: the PyTorchJob, or None if it is gone.
+    :param job: the PyTorchJob (or TrainJob), or None if it is gone.
     :param podgroup: its PodGroup, or None (not created yet, or deleted after the job finished).
-    :param pods: the job's pods (label ``training.kubeflow.org/job-name``).
-    :param gang_scheduling: ``provider``, ``training-operator`` or ``disabled``.
+    :param pods: the job's pods (label ``training.kubeflow.org/job-name``, or the kind's).
+    :param gang_scheduling: ``provider``, ``training-operator``, ``trainer`` (Trainer v2's
+        Volcano plugin makes the PodGroup) or ``disabled``.
+    :param job_kind: the job's kind.
     """
     pg_status = (podgroup or {}).get("status") or {}
     pg_spec = (podgroup or {}).get("spec") or {}
     pg_phase = pg_status.get("phase") if podgroup is not None else None
-    replicas = replica_count(job) if job is not None else 0
+    replicas = job_kind.total_replicas(job) if job is not None else 0
+    if job is not None and not replicas:  # a TrainJob taking numNodes from its runtime
+        replicas = int(pg_spec.get("minMember") or 0)
     policy = ((job or {}).get("spec") or {}).get("runPolicy", {}).get("schedulingPolicy") or {}
-    queue = pg_spec.get("queue") or policy.get("queue")
+    queue = pg_spec.get("queue") or (job_kind.queue(job) if job is not None else None)
     min_member = int(pg_spec.get("minMember") or policy.get("minAvailable") or replicas or 0)
     bound = _bound(pods)
     running = sum(1 for pod in pods if (pod.get("status") or {}).get("phase") == "Running")
     # A gang-flag operator deletes a finished job's PodGroup while its pods may stay
     # (cleanPodPolicy None): only an unfinished job tells an operator without the flag.
     operator_made_no_gang = (
-        gang_scheduling == "training-operator"
+        gang_scheduling in CONTROLLER_PODGROUP_MODES
         and podgroup is None
         and any(not _deleting(pod) for pod in pods)
         and job is not None
-        and (last_true_condition(job) or {}).get("type") not in ("Succeeded", "Failed")
+        and finished_state(job, job_kind) is None
     )
     no_gang = gang_scheduling == "disabled" or operator_made_no_gang
-    warning = NOT_GANG_SCHEDULED if operator_made_no_gang else ""
+    warning = ""
+    if operator_made_no_gang:
+        warning = TRAINER_NOT_GANG_SCHEDULED if gang_scheduling == "trainer" else NOT_GANG_SCHEDULED
 
     def status(phase: GangPhase, condition_type: str | None, message: str) -> GangStatus:
         return GangStatus(
@@ -168,10 +191,8 @@ def gang_status(
         )
 
     if job is None:
-        return status(GangPhase.LOST, None, "the PyTorchJob no longer exists")
-    condition = last_true_condition(job)
-    condition_type = condition.get("type") if condition else None
-    message = str((condition or {}).get("message") or "")
+        return status(GangPhase.LOST, None, f"the {job_kind.kind} no longer exists")
+    condition_type, message = job_kind.state(job)
     if condition_type == "Succeeded":
         return status(GangPhase.SUCCEEDED, condition_type, message)
     if condition_type == "Failed":
@@ -188,9 +209,12 @@ def gang_status(
             pg_phase in ("Inqueue", "Unknown") and min_member > 0 and bound >= min_member
         )
     if admitted:
+        if condition_type is None and replicas > 0 and running >= replicas and job_kind is not PYTORCHJOB:
+            # A TrainJob has no Running condition: every node's pod running is what running means.
+            return status(GangPhase.RUNNING, "Running", "")
         return status(GangPhase.ADMITTED, condition_type, "")
     if condition_type == "Suspended":
-        reason = message or "the PyTorchJob is suspended"
+        reason = message or f"the {job_kind.kind} is suspended"
     elif podgroup is None and not no_gang:
         reason = "waiting for the PodGroup to be created"
     else:
@@ -209,9 +233,14 @@ class GangSnapshot:
 
     @classmethod
     def of(
-        cls, job: JsonDict | None, podgroup: JsonDict | None, pods: list[JsonDict], gang_scheduling: str
+        cls,
+        job: JsonDict | None,
+        podgroup: JsonDict | None,
+        pods: list[JsonDict],
+        gang_scheduling: str,
+        job_kind: JobKind = PYTORCHJOB,
     ) -> GangSnapshot:
-        return cls(gang_status(job, podgroup, pods, gang_scheduling), job, podgroup, pods)
+        return cls(gang_status(job, podgroup, pods, gang_scheduling, job_kind), job, podgroup, pods)
 
     def admitted_at(self) -> str:
         """When the cluster admitted the gang (ISO UTC), from these objects; now if they cannot tell."""
@@ -240,16 +269,17 @@ def _terminated(status: JsonDict) -> JsonDict | None:
     return None
 
 
-def failing_replica(pods: list[JsonDict], container: str = PYTORCHJOB.container) -> ReplicaFailure | None:
-    """The replica that failed first (by container finish time), with its exit code and reason."""
+def failing_replica(pods: list[JsonDict], job_kind: JobKind = PYTORCHJOB) -> ReplicaFailure | None:
+    """The replica that failed first (by container finish time), with its exit code and reason.
+
+    A container restarted in place (``OnFailure``) is read from its ``lastState``.
+    """
     candidates: list[tuple[str, ReplicaFailure]] = []
     for pod in pods:
-        labels = (pod.get("metadata") or {}).get("labels") or {}
-        replica_type = str(labels.get(REPLICA_TYPE_LABEL, "replica")).capitalize()
-        replica = f"{replica_type} {labels.get(REPLICA_INDEX_LABEL, '?')}"
+        replica = job_kind.replica_of(pod)
         status = pod.get("status") or {}
         for container_status in status.get("containerStatuses") or []:
-            if container_status.get("name") != container:
+            if container_status.get("name") != job_kind.container:
                 continue
             terminated = _terminated(container_status)
             if terminated is not None:
@@ -271,7 +301,8 @@ def failing_replica(pods: list[JsonDict], container: str = PYTORCHJOB.container)
 
 
 def master_pod_name(job_name: str) -> str:
-    return PYTORCHJOB.leader_pod(job_name)
+    """A PyTorchJob's rank-0 pod (`JobKind.leader_pod` finds any kind's)."""
+    return f"{job_name}-{PYTORCHJOB.leader.lower()}-0"
 
 
 def owned_by(obj: JsonDict, uid: str | None) -> bool:

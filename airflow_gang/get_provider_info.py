@@ -16,9 +16,9 @@ def get_provider_info() -> dict[str, Any]:
         "package-name": "airflow-gang",
         "name": "Gang-scheduled PyTorchJobs (Volcano)",
         "description": (
-            "Submit Kubeflow PyTorchJobs gang-scheduled by Volcano PodGroups, wait until the whole "
-            "gang is admitted by its queue, wait for training to finish, and retry cleanly when a "
-            "job waits in the queue too long."
+            "Submit Kubeflow PyTorchJobs and Trainer v2 TrainJobs gang-scheduled by Volcano PodGroups, "
+            "wait until the whole gang is admitted by its queue, wait for training to finish, and retry "
+            "cleanly when a job waits in the queue too long."
         ),
         "versions": [__version__],
         "integrations": [
@@ -32,6 +32,11 @@ def get_provider_info() -> dict[str, Any]:
                 "external-doc-url": "https://www.kubeflow.org/docs/components/trainer/legacy-v1/user-guides/pytorch/",
                 "tags": ["software"],
             },
+            {
+                "integration-name": "Kubeflow Trainer TrainJob",
+                "external-doc-url": "https://www.kubeflow.org/docs/components/trainer/",
+                "tags": ["software"],
+            },
         ],
         "hooks": [
             {"integration-name": "Kubeflow PyTorchJob", "python-modules": ["airflow_gang.hooks.gang"]},
@@ -40,6 +45,10 @@ def get_provider_info() -> dict[str, Any]:
             {
                 "integration-name": "Kubeflow PyTorchJob",
                 "python-modules": ["airflow_gang.operators.pytorch_job"],
+            },
+            {
+                "integration-name": "Kubeflow Trainer TrainJob",
+                "python-modules": ["airflow_gang.operators.train_job"],
             },
         ],
         "sensors": [

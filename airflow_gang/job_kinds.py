@@ -1,24 +1,48 @@
-"""What the job lifecycle must know about one kind of gang job, as data: `JobKind`.
+"""What the job lifecycle must know about one kind of gang job: `JobKind`.
 
 The lifecycle (`airflow_gang.jobs`), the waits, the trigger and the UI read a job's kind-specific
 facts only through a `JobKind`: where it is served, how its pods name it, which container's exit
-code is the failure's, whose log is the task's, how many replicas of which type it wants. Kubeflow's
-PyTorchJob is `PYTORCHJOB`. A second kind (Kubeflow Trainer v2's TrainJob, a Volcano Job) is one
-more value here plus a spec builder; see the package docstring of `airflow_gang.jobs` for the rest
-of the interface.
+code is the failure's, whose log is the task's, how many replicas of which type it wants, and
+how its status says it ended. Kubeflow's PyTorchJob is `PYTORCHJOB`; Kubeflow Trainer v2's
+TrainJob is `TRAINJOB`.
+
+The two differ in what the job object says:
+
+- a PyTorchJob lists its replicas (``spec.pytorchReplicaSpecs``), its pods are named
+  ``<job>-master-0``/``<job>-worker-N``, and its conditions ``Created``/``Running``/
+  ``Restarting``/``Succeeded``/``Failed``/``Suspended`` are appended in order;
+- a TrainJob names a runtime and ``spec.trainer.numNodes``; its pods come from a JobSet's
+  indexed Job (``<job>-node-0-<rank>-<random>``, the rank in the label
+  ``batch.kubernetes.io/job-completion-index``), and its conditions are metav1 ones,
+  ``Complete``/``Failed``/``Suspended``, with no "Running" at all (DOMAIN.md §6).
+
+`JobKind.state` maps either onto the training-operator's words, which the rest of the provider
+speaks.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, cast
 
 JsonDict = dict[str, Any]
+# The condition types the lifecycle decides on (the training-operator's words).
+SUCCEEDED, FAILED, SUSPENDED = "Succeeded", "Failed", "Suspended"
+
+
+def _true_conditions(job: JsonDict) -> list[JsonDict]:
+    conditions = (job.get("status") or {}).get("conditions") or []
+    return [condition for condition in conditions if condition.get("status") == "True"]
+
+
+def _labels(obj: JsonDict) -> dict[str, str]:
+    return dict((obj.get("metadata") or {}).get("labels") or {})
 
 
 @dataclass(frozen=True)
 class JobKind:
-    """One kind of gang job.
+    """One kind of gang job (PyTorchJob's behaviour; `TrainJobKind` overrides what differs).
 
     :param kind: the object's ``kind``, e.g. ``PyTorchJob``.
     :param group: its API group; ``version`` and ``plural`` complete where it is served.
@@ -41,7 +65,20 @@ class JobKind:
     replica_specs_field: str
     leader: str
 
-    def leader_pod(self, job_name: str) -> str:
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}"
+
+    @property
+    def watch_name(self) -> Literal["pytorchjob", "trainjob"]:
+        """The lower-case name the hooks' watch and wait calls take (``pytorchjob``)."""
+        return cast(Literal["pytorchjob", "trainjob"], self.kind.lower())
+
+    def pod_selector(self, job_name: str) -> str:
+        """The label selector of one job's pods."""
+        return f"{self.pod_job_label}={job_name}"
+
+    def leader_pod(self, job_name: str, pods: Iterable[JsonDict] = ()) -> str | None:
         """The pod whose log goes into the task log: rank 0, the leader's first replica."""
         return f"{job_name}-{self.leader.lower()}-0"
 
@@ -57,6 +94,76 @@ class JobKind:
             for replica_type, spec in self.replica_specs(job).items()
         }
 
+    def total_replicas(self, job: JsonDict) -> int:
+        return sum(self.replica_counts(job).values())
+
+    def state(self, job: JsonDict) -> tuple[str | None, str]:
+        """The job's state in the training-operator's words (``Running``, ``Succeeded``...) and
+        its message; the training-operator appends the newest condition last."""
+        true = _true_conditions(job)
+        if not true:
+            return None, ""
+        return true[-1].get("type"), str(true[-1].get("message") or "")
+
+    def queue(self, job: JsonDict) -> str | None:
+        """The Volcano queue the job asks for, as the job says it (the PodGroup's wins)."""
+        policy = ((job.get("spec") or {}).get("runPolicy") or {}).get("schedulingPolicy") or {}
+        return policy.get("queue")
+
+    def replica_of(self, pod: JsonDict) -> str:
+        """``Worker 2``: the pod's replica, as failure messages name it."""
+        labels = _labels(pod)
+        replica_type = str(labels.get(self.replica_type_label, "replica")).capitalize()
+        return f"{replica_type} {labels.get(self.replica_index_label, '?')}"
+
+
+RANK_LABEL = "batch.kubernetes.io/job-completion-index"
+JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
+REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
+
+
+@dataclass(frozen=True)
+class TrainJobKind(JobKind):
+    """Kubeflow Trainer v2's TrainJob (see the module docstring for what differs)."""
+
+    def leader_pod(self, job_name: str, pods: Iterable[JsonDict] = ()) -> str | None:
+        """Rank 0's pod among ``pods`` (the newest, if its Job replaced one), or None: its name
+        ends in characters the Job controller picks, so it can only be found, not derived."""
+        leaders = [
+            pod
+            for pod in pods
+            if _labels(pod).get(self.pod_job_label) == job_name
+            and _labels(pod).get(REPLICATED_JOB_LABEL, self.leader) == self.leader
+            and _labels(pod).get(self.replica_index_label) == "0"
+        ]
+        if not leaders:
+            return None
+        newest = max(leaders, key=lambda pod: str((pod.get("metadata") or {}).get("creationTimestamp") or ""))
+        return str(newest["metadata"]["name"])
+
+    def replica_specs(self, job: JsonDict) -> dict[str, JsonDict]:
+        """The trainer's nodes as one replica type (the runtime holds the template)."""
+        trainer = (job.get("spec") or {}).get("trainer") or {}
+        if "numNodes" not in trainer:
+            return {}
+        return {"Node": {"replicas": int(trainer["numNodes"])}}
+
+    def state(self, job: JsonDict) -> tuple[str | None, str]:
+        """``Complete`` reads as ``Succeeded``; ``Failed`` and ``Suspended`` as they are. A TrainJob
+        has no condition while it runs: None then (the pods tell)."""
+        true = {condition.get("type"): condition for condition in _true_conditions(job)}
+        for condition_type, word in (("Failed", FAILED), ("Complete", SUCCEEDED), ("Suspended", SUSPENDED)):
+            if condition_type in true:
+                return word, str(true[condition_type].get("message") or "")
+        return None, ""
+
+    def queue(self, job: JsonDict) -> str | None:
+        annotations = (job.get("metadata") or {}).get("annotations") or {}
+        return annotations.get("scheduling.volcano.sh/queue-name")
+
+    def replica_of(self, pod: JsonDict) -> str:
+        return f"Node {_labels(pod).get(self.replica_index_label, '?')}"
+
 
 PYTORCHJOB = JobKind(
     kind="PyTorchJob",
@@ -70,3 +177,28 @@ PYTORCHJOB = JobKind(
     replica_specs_field="pytorchReplicaSpecs",
     leader="Master",
 )
+
+TRAINJOB = TrainJobKind(
+    kind="TrainJob",
+    group="trainer.kubeflow.org",
+    version="v1alpha1",
+    plural="trainjobs",
+    pod_job_label=JOBSET_NAME_LABEL,
+    replica_type_label=REPLICATED_JOB_LABEL,
+    replica_index_label=RANK_LABEL,
+    container="node",
+    replica_specs_field="trainer",
+    leader="node",
+)
+
+JOB_KINDS: dict[str, JobKind] = {job_kind.kind: job_kind for job_kind in (PYTORCHJOB, TRAINJOB)}
+
+
+def job_kind_named(name: str | None) -> JobKind:
+    """The `JobKind` of a ``kind`` (``PyTorchJob``, ``TrainJob``; None: PyTorchJob)."""
+    if name is None:
+        return PYTORCHJOB
+    try:
+        return JOB_KINDS[name]
+    except KeyError:
+        raise ValueError(f"job kind {name!r}: use one of {', '.join(JOB_KINDS)}") from None

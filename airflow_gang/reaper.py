@@ -68,6 +68,8 @@ class Candidate:
     conn_id: str
     # The operator's delete_on_finish (None in entries written before 0.3: live jobs only).
     delete_on_finish: str | None = None
+    # PyTorchJob or TrainJob (entries written before 0.5 name no kind: PyTorchJobs).
+    kind: str = "PyTorchJob"
 
     @property
     def key(self) -> tuple[str, str, str, int, str]:
@@ -99,6 +101,7 @@ def candidate_from_entry(
         uid=str(entry["uid"]),
         conn_id=str(entry.get("kubernetes_conn_id") or "kubernetes_default"),
         delete_on_finish=str(entry["delete_on_finish"]) if entry.get("delete_on_finish") else None,
+        kind=str(entry.get("kind") or "PyTorchJob"),
     )
 
 
@@ -148,27 +151,31 @@ def reap(candidate: Candidate) -> bool:
     caller tries again later.
     """
     from airflow_gang.hooks.gang import GangJobHook
+    from airflow_gang.job_kinds import JOB_KINDS, PYTORCHJOB
     from airflow_gang.jobs import cleanup, submission
 
+    job_kind = JOB_KINDS.get(candidate.kind, PYTORCHJOB)
     hook = GangJobHook(conn_id=candidate.conn_id)
-    job = hook.get_pytorchjob(candidate.name, candidate.namespace)
+    job = hook.get_job(job_kind, candidate.name, candidate.namespace)
     if job is None or job["metadata"].get("uid") != candidate.uid or job["metadata"].get("deletionTimestamp"):
         return False
-    if submission.is_live(job):
+    if submission.is_live(job, job_kind):
         reason = "orphaned"
         log.warning(
-            "deleting orphaned PyTorchJob %s/%s (uid %s) and its PodGroup: its task instance %s ended "
+            "deleting orphaned %s %s/%s (uid %s) and its PodGroup: its task instance %s ended "
             "and no try will wait for it",
+            job_kind.kind,
             candidate.namespace,
             candidate.name,
             candidate.uid,
             candidate.describe(),
         )
-    elif finished_job_to_delete(submission.outcome(job), candidate.delete_on_finish):
+    elif finished_job_to_delete(submission.outcome(job, job_kind), candidate.delete_on_finish):
         reason = f"delete_on_finish={candidate.delete_on_finish}"
         log.warning(
-            "deleting finished PyTorchJob %s/%s (uid %s) per delete_on_finish=%s: its task instance %s "
+            "deleting finished %s %s/%s (uid %s) per delete_on_finish=%s: its task instance %s "
             "ended from outside before it could",
+            job_kind.kind,
             candidate.namespace,
             candidate.name,
             candidate.uid,
@@ -178,7 +185,14 @@ def reap(candidate: Candidate) -> bool:
     else:
         return False
     cleanup.delete_gang(
-        hook, candidate.name, candidate.namespace, candidate.uid, timeout=30.0, reason=reason, logger=log
+        hook,
+        candidate.name,
+        candidate.namespace,
+        candidate.uid,
+        timeout=30.0,
+        reason=reason,
+        logger=log,
+        job_kind=job_kind,
     )
     telemetry.reaper_deletion(reason=reason, dag_id=candidate.dag_id, task_id=candidate.task_id)
     return True

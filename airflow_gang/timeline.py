@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_gang.job_kinds import PYTORCHJOB
+from airflow_gang.job_kinds import PYTORCHJOB, JobKind
 
 JsonDict = dict[str, Any]
 
@@ -103,8 +103,8 @@ class JobTimeline:
         )
 
 
-def _replica_count(job: JsonDict) -> int:
-    return sum(PYTORCHJOB.replica_counts(job).values())
+def _replica_count(job: JsonDict, job_kind: JobKind = PYTORCHJOB) -> int:
+    return job_kind.total_replicas(job)
 
 
 def _bound_times(pods: Sequence[JsonDict]) -> list[dt.datetime]:
@@ -124,10 +124,12 @@ def _bound_times(pods: Sequence[JsonDict]) -> list[dt.datetime]:
     return sorted(bound)
 
 
-def _gang_bound_at(job: JsonDict, pods: Sequence[JsonDict], needed: int | None = None) -> dt.datetime | None:
+def _gang_bound_at(
+    job: JsonDict, pods: Sequence[JsonDict], needed: int | None = None, job_kind: JobKind = PYTORCHJOB
+) -> dt.datetime | None:
     """When the ``needed``-th replica pod (default: every replica) was bound, once that many were."""
     bound = _bound_times(pods)
-    needed = needed if needed and needed > 0 else _replica_count(job)
+    needed = needed if needed and needed > 0 else _replica_count(job, job_kind)
     if not bound or len(bound) < needed:
         return None
     return bound[needed - 1]
@@ -154,26 +156,33 @@ def gang_admitted_at(
 
 
 def finished_at(job: JsonDict) -> dt.datetime | None:
-    """``completionTime``, else the ``Succeeded``/``Failed`` condition's time."""
+    """``completionTime``, else the ``Succeeded``/``Failed`` condition's time (a TrainJob's
+    ``Complete``/``Failed``: it has no ``completionTime``)."""
     status = job.get("status") or {}
     return (
         parse_time(status.get("completionTime"))
         or _condition_time(job, "Succeeded")
+        or _condition_time(job, "Complete")
         or _condition_time(job, "Failed")
     )
 
 
-def job_timeline(job: JsonDict, pods: Sequence[JsonDict] = ()) -> JobTimeline:
-    """The timeline of a PyTorchJob, from the job and the pods it owns."""
+def job_timeline(job: JsonDict, pods: Sequence[JsonDict] = (), job_kind: JobKind = PYTORCHJOB) -> JobTimeline:
+    """The timeline of a PyTorchJob (or TrainJob), from the job and the pods it owns.
+
+    A TrainJob has no ``Running`` condition: it counts as running from its gang's binding.
+    """
     metadata = job.get("metadata") or {}
     queued = parse_time(metadata.get("creationTimestamp"))
     if queued is None:
-        raise ValueError(f"PyTorchJob {metadata.get('name')!r} has no creationTimestamp")
+        raise ValueError(f"{job_kind.kind} {metadata.get('name')!r} has no creationTimestamp")
     status = job.get("status") or {}
-    running = _condition_time(job, "Running")
-    succeeded, failed = _condition_time(job, "Succeeded"), _condition_time(job, "Failed")
+    bound = _gang_bound_at(job, pods, job_kind=job_kind)
+    running = _condition_time(job, "Running") or (bound if job_kind is not PYTORCHJOB else None)
+    succeeded = _condition_time(job, "Succeeded") or _condition_time(job, "Complete")
+    failed = _condition_time(job, "Failed")
     finished = parse_time(status.get("completionTime")) or succeeded or failed
-    admitted = _gang_bound_at(job, pods) or running
+    admitted = bound or running
     if failed is not None:
         state = FAILED
     elif succeeded is not None:
@@ -184,11 +193,10 @@ def job_timeline(job: JsonDict, pods: Sequence[JsonDict] = ()) -> JobTimeline:
         state = QUEUED
     if finished is not None and admitted is not None and finished < admitted:
         finished = admitted  # completionTime has one-second resolution
-    policy = (job.get("spec") or {}).get("runPolicy", {}).get("schedulingPolicy") or {}
     return JobTimeline(
         name=str(metadata.get("name")),
         namespace=str(metadata.get("namespace") or "default"),
-        queue=policy.get("queue"),
+        queue=job_kind.queue(job),
         state=state,
         queued_at=queued,
         admitted_at=admitted,

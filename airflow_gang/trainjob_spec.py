@@ -91,6 +91,7 @@ class TrainJobSpec(BaseModel):
     @classmethod
     def _resources(cls, value: Any) -> dict[str, Quantity]:
         return validation.check_resource_list(value, "resources_per_node", gpus_positive=True)
+
     _labels = field_validator("labels")(pod_fields.check_labels)
     _annotations = field_validator("annotations")(pod_fields.check_annotations)
     _node_selector = field_validator("node_selector")(pod_fields.check_node_selector)

@@ -205,6 +205,13 @@ class ApiRequirement:
 PYTORCHJOB_API = ApiRequirement(
     "kubeflow.org", "v1", ("pytorchjobs",), "PyTorchJob CRD", "install the Kubeflow training-operator"
 )
+TRAINJOB_API = ApiRequirement(
+    "trainer.kubeflow.org",
+    "v1alpha1",
+    ("trainjobs", "clustertrainingruntimes"),
+    "Kubeflow Trainer v2",
+    "install Kubeflow Trainer (https://www.kubeflow.org/docs/components/trainer/) and its runtimes",
+)
 VOLCANO_API = ApiRequirement(
     "scheduling.volcano.sh",
     "v1beta1",

@@ -25,9 +25,15 @@ import yaml
 from kubernetes import watch
 
 from airflow_gang.exceptions import GangApiError
-from airflow_gang.hooks.calls import CallingHook
-from airflow_gang.hooks.errors import PYTORCHJOB_API, VOLCANO_API, ApiRequest, evaluate_discovery
+from airflow_gang.hooks.errors import (
+    PYTORCHJOB_API,
+    TRAINJOB_API,
+    VOLCANO_API,
+    ApiRequest,
+    evaluate_discovery,
+)
 from airflow_gang.hooks.gang_async import WATCH_TIMEOUT_SLACK, AsyncGangJobHook
+from airflow_gang.hooks.job_objects import JobObjectsHook
 from airflow_gang.hooks.kinds import (
     EVENTS,
     KINDS_BY_NAME,
@@ -42,6 +48,7 @@ from airflow_gang.hooks.kinds import (
 )
 from airflow_gang.hooks.pods import JobPodsMixin, read_json
 from airflow_gang.hooks.watches import SyncWatchesMixin
+from airflow_gang.job_kinds import PYTORCHJOB, JobKind
 
 __all__ = ["REQUIRED_PERMISSIONS", "AsyncGangJobHook", "GangJobHook"]
 
@@ -49,7 +56,7 @@ T = TypeVar("T")
 JsonDict = dict[str, Any]
 
 
-class GangJobHook(JobPodsMixin, SyncWatchesMixin, CallingHook):
+class GangJobHook(JobPodsMixin, SyncWatchesMixin, JobObjectsHook):
     """Synchronous API calls for gang-scheduled PyTorchJobs: the job, its PodGroup, queue, pods, logs.
 
     Constructor arguments and connection extras are `KubernetesHook`'s (``conn_id``,
@@ -121,20 +128,7 @@ class GangJobHook(JobPodsMixin, SyncWatchesMixin, CallingHook):
         :param namespace: job namespace.
         :param suspended: True to suspend, False to resume.
         """
-        patch = {"spec": {"runPolicy": {"suspend": suspended}}}
-        return self._call(
-            ApiRequest("patch", PYTORCHJOBS.resource, name, namespace),
-            lambda: self.custom_object_client.patch_namespaced_custom_object(
-                PYTORCHJOBS.group,
-                PYTORCHJOBS.version,
-                namespace,
-                PYTORCHJOBS.plural,
-                name,
-                patch,
-                _content_type="application/merge-patch+json",
-                _request_timeout=self._timeout(),
-            ),
-        )
+        return self.set_job_suspended(PYTORCHJOB, name, namespace, suspended)
 
     # -- PodGroup and Queue --------------------------------------------------------------------
 
@@ -258,14 +252,16 @@ class GangJobHook(JobPodsMixin, SyncWatchesMixin, CallingHook):
 
     # -- cluster checks ------------------------------------------------------------------------
 
-    def check_api(self, *, require_volcano: bool = False) -> None:
+    def check_api(self, *, require_volcano: bool = False, job_kind: JobKind = PYTORCHJOB) -> None:
         """Fail early, with the fix, when the cluster does not serve the kinds the job needs.
 
         :param require_volcano: also require Volcano's ``podgroups`` and ``queues`` (gang modes
-            ``provider`` and ``training-operator``).
+            ``provider`` and ``training-operator``, and gang-scheduling Trainer runtimes).
+        :param job_kind: the job's kind (PyTorchJob: the training-operator; TrainJob: Trainer v2).
         :raises GangCRDNotInstalled: naming the missing API and how to install it.
         """
-        requirements = [PYTORCHJOB_API, VOLCANO_API] if require_volcano else [PYTORCHJOB_API]
+        job_api = PYTORCHJOB_API if job_kind is PYTORCHJOB else TRAINJOB_API
+        requirements = [job_api, VOLCANO_API] if require_volcano else [job_api]
         for requirement in requirements:
             # Discovery of the group/version: 404 when no CRD of the group is installed, a list
             # without our plural when only some are.

@@ -31,7 +31,6 @@ from kubernetes_asyncio.client import (
 )
 
 from airflow_gang.exceptions import GangApiError
-from airflow_gang.gang_state import JOB_NAME_LABEL
 from airflow_gang.hooks.async_watches import WATCH_TIMEOUT_SLACK, AsyncWatchesMixin, list_call, read_body
 from airflow_gang.hooks.client_pool import LoadedConfig, LoopClientPool
 from airflow_gang.hooks.connection_identity import definition_fingerprint, file_digest, kubeconfig_path
@@ -46,6 +45,7 @@ from airflow_gang.hooks.kinds import (
     Kind,
 )
 from airflow_gang.hooks.retrying import REQUEST_TIMEOUT, RetryPolicy, acall_with_retries
+from airflow_gang.job_kinds import PYTORCHJOB, JobKind
 from airflow_gang.outage import may_mean_moved
 
 T = TypeVar("T")
@@ -275,6 +275,10 @@ class AsyncGangJobHook(AsyncWatchesMixin, AsyncKubernetesHook):
         """
         return await self._get(PYTORCHJOBS, name, namespace)
 
+    async def get_job(self, job_kind: JobKind, name: str, namespace: str) -> JsonDict | None:
+        """The gang job of ``job_kind`` (PyTorchJob, TrainJob), or None if it does not exist."""
+        return await self._get(Kind.of(job_kind), name, namespace)
+
     async def get_podgroup(self, name: str, namespace: str) -> JsonDict | None:
         """The PodGroup, or None if it does not exist.
 
@@ -295,13 +299,16 @@ class AsyncGangJobHook(AsyncWatchesMixin, AsyncKubernetesHook):
             ),
         )
 
-    async def list_job_pods(self, name: str, namespace: str) -> list[JsonDict]:
-        """The job's replica pods (label ``training.kubeflow.org/job-name=<name>``), as wire dicts.
+    async def list_job_pods(
+        self, name: str, namespace: str, job_kind: JobKind = PYTORCHJOB
+    ) -> list[JsonDict]:
+        """The job's pods (a PyTorchJob's by ``training.kubeflow.org/job-name=<name>``), as wire dicts.
 
         :param name: job name.
         :param namespace: job namespace.
+        :param job_kind: the job's kind, whose pod label finds its pods.
         """
-        listed = await self._list(PODS, namespace, label_selector=f"{JOB_NAME_LABEL}={name}")
+        listed = await self._list(PODS, namespace, label_selector=job_kind.pod_selector(name))
         return list(listed.get("items") or [])
 
     async def list_events(self, namespace: str, involved_name: str) -> list[JsonDict]:
@@ -324,6 +331,18 @@ class AsyncGangJobHook(AsyncWatchesMixin, AsyncKubernetesHook):
         :param uid: delete only if the object has this uid; otherwise `GangApiError` 409.
         """
         return await self._delete(PYTORCHJOBS, name, namespace, propagation, uid)
+
+    async def delete_job(
+        self,
+        job_kind: JobKind,
+        name: str,
+        namespace: str,
+        *,
+        propagation: str = "Foreground",
+        uid: str | None = None,
+    ) -> bool:
+        """Delete a gang job of ``job_kind``; False if it was already gone (as `delete_pytorchjob`)."""
+        return await self._delete(Kind.of(job_kind), name, namespace, propagation, uid)
 
     async def delete_podgroup(self, name: str, namespace: str, *, uid: str | None = None) -> bool:
         """Delete a PodGroup (Foreground); False if it was already gone.

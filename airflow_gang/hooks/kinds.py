@@ -9,10 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from airflow_gang.job_kinds import PYTORCHJOB
+from airflow_gang.job_kinds import PYTORCHJOB, TRAINJOB, JobKind
 
-WatchKind = Literal["pytorchjob", "podgroup", "pod"]
-DeletableKind = Literal["pytorchjob", "podgroup"]
+WatchKind = Literal["pytorchjob", "trainjob", "podgroup", "pod"]
+DeletableKind = Literal["pytorchjob", "trainjob", "podgroup"]
 
 
 @dataclass(frozen=True)
@@ -34,8 +34,18 @@ class Kind:
     def group_version(self) -> str:
         return f"{self.group}/{self.version}" if self.group else self.version
 
+    @classmethod
+    def of(cls, job_kind: JobKind) -> Kind:
+        """Where a kind of gang job is served."""
+        return cls(job_kind.group, job_kind.version, job_kind.plural, job_kind.kind)
 
-PYTORCHJOBS = Kind(PYTORCHJOB.group, PYTORCHJOB.version, PYTORCHJOB.plural, PYTORCHJOB.kind)
+
+PYTORCHJOBS = Kind.of(PYTORCHJOB)
+TRAINJOBS = Kind.of(TRAINJOB)
+CLUSTER_TRAINING_RUNTIMES = Kind(
+    TRAINJOB.group, TRAINJOB.version, "clustertrainingruntimes", "ClusterTrainingRuntime", namespaced=False
+)
+TRAINING_RUNTIMES = Kind(TRAINJOB.group, TRAINJOB.version, "trainingruntimes", "TrainingRuntime")
 PODGROUPS = Kind("scheduling.volcano.sh", "v1beta1", "podgroups", "PodGroup")
 QUEUES = Kind("scheduling.volcano.sh", "v1beta1", "queues", "Queue", namespaced=False)
 PODS = Kind("", "v1", "pods", "Pod")
@@ -43,7 +53,12 @@ EVENTS = Kind("", "v1", "events", "Event")
 # Not a kind but an RBAC resource of its own: reading logs needs `get` on `pods/log`.
 POD_LOG_RESOURCE = "pods/log"
 
-KINDS_BY_NAME: dict[str, Kind] = {"pytorchjob": PYTORCHJOBS, "podgroup": PODGROUPS, "pod": PODS}
+KINDS_BY_NAME: dict[str, Kind] = {
+    "pytorchjob": PYTORCHJOBS,
+    "trainjob": TRAINJOBS,
+    "podgroup": PODGROUPS,
+    "pod": PODS,
+}
 
 # Every (api group, resource, verb) the hooks use, for deploy/rbac.yaml and its test.
 # Discovery (GET /apis/<group>/<version>) is a non-resource URL every authenticated user may
@@ -60,6 +75,18 @@ REQUIRED_PERMISSIONS: tuple[tuple[str, str, str], ...] = (
     # on the owner's finalizers where the OwnerReferencesPermissionEnforcement admission plugin
     # runs (OpenShift enables it by default).
     ("kubeflow.org", "pytorchjobs/finalizers", "update"),
+    # Kubeflow Trainer v2 (`TrainJobOperator`): the TrainJob, and the runtime it names (read to
+    # learn whether its Volcano podGroupPolicy gang-schedules it). The Trainer's Volcano plugin
+    # creates the PodGroup itself, and owns it.
+    ("trainer.kubeflow.org", "trainjobs", "create"),
+    ("trainer.kubeflow.org", "trainjobs", "get"),
+    ("trainer.kubeflow.org", "trainjobs", "list"),
+    ("trainer.kubeflow.org", "trainjobs", "watch"),
+    ("trainer.kubeflow.org", "trainjobs", "delete"),
+    ("trainer.kubeflow.org", "trainjobs", "patch"),
+    ("trainer.kubeflow.org", "trainingruntimes", "get"),
+    # Cluster-scoped, like queues.
+    ("trainer.kubeflow.org", "clustertrainingruntimes", "get"),
     ("scheduling.volcano.sh", "podgroups", "create"),
     ("scheduling.volcano.sh", "podgroups", "get"),
     ("scheduling.volcano.sh", "podgroups", "list"),

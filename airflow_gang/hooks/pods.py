@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from kubernetes.watch.watch import iter_resp_lines
 
-from airflow_gang.gang_state import JOB_NAME_LABEL
 from airflow_gang.hooks.errors import ApiRequest, unreachable_error
 from airflow_gang.hooks.kinds import EVENTS, POD_LOG_RESOURCE, PODS
 from airflow_gang.hooks.retrying import CONNECTION_ERRORS, REQUEST_TIMEOUT, RetryPolicy
+from airflow_gang.job_kinds import PYTORCHJOB, JobKind
 
 if TYPE_CHECKING:
     from kubernetes.client import CoreV1Api
@@ -54,17 +54,18 @@ class JobPodsMixin:
     def _get_json(self, request: ApiRequest, call: Callable[[], Any]) -> Any:
         return self._call(request, lambda: read_json(call()))
 
-    def list_job_pods(self, name: str, namespace: str) -> list[JsonDict]:
-        """The job's replica pods (label ``training.kubeflow.org/job-name=<name>``).
+    def list_job_pods(self, name: str, namespace: str, job_kind: JobKind = PYTORCHJOB) -> list[JsonDict]:
+        """The job's pods (a PyTorchJob's by label ``training.kubeflow.org/job-name=<name>``).
 
         :param name: job name.
         :param namespace: job namespace.
+        :param job_kind: the job's kind, whose pod label finds its pods.
         """
         listed = self._get_json(
             ApiRequest("list", PODS.resource, None, namespace),
             lambda: self.core_v1_client.list_namespaced_pod(
                 namespace,
-                label_selector=f"{JOB_NAME_LABEL}={name}",
+                label_selector=job_kind.pod_selector(name),
                 _preload_content=False,
                 _request_timeout=self._timeout(),
             ),

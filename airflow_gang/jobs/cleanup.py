@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 from airflow_gang.exceptions import GangApiError, GangApiUnavailable
 from airflow_gang.hooks.gang import GangJobHook
+from airflow_gang.job_kinds import PYTORCHJOB, JobKind
 from airflow_gang.jobs.deletion import Step, deletion_plan, not_ours, podgroup_to_delete
 from airflow_gang.outage import Outage, ride_out
 
@@ -48,6 +49,7 @@ def delete_gang(
     timeout: float = DEFAULT_CONFIRM_SECONDS,
     reason: str,
     logger: logging.Logger | Any = log,
+    job_kind: JobKind = PYTORCHJOB,
 ) -> bool:
     """Carry out the deletion plan for the job of ``uid``; whether it was confirmed within ``timeout``.
 
@@ -56,10 +58,12 @@ def delete_gang(
 
     :param gang_scheduling: the job's mode; ``"disabled"`` leaves PodGroups out (None: provider).
     :param reason: why (for the log line a user reads: "admission timeout", "task killed"...).
+    :param job_kind: the job's kind (PyTorchJob, TrainJob).
     """
     deadline = time.monotonic() + timeout
-    outage = Outage(f"the deletion of PyTorchJob {namespace}/{name}", timeout=timeout)
-    logger.info("deleting PyTorchJob %s/%s and its PodGroup (%s)", namespace, name, reason)
+    what = f"{job_kind.kind} {namespace}/{name}"
+    outage = Outage(f"the deletion of {what}", timeout=timeout)
+    logger.info("deleting %s and its PodGroup (%s)", what, reason)
 
     def remaining() -> float:
         return max(0.0, deadline - time.monotonic())
@@ -68,7 +72,7 @@ def delete_gang(
         def bounded() -> T:
             if remaining() <= 0:  # no call starts once the budget is spent
                 raise GangApiUnavailable(
-                    f"no time left to delete PyTorchJob {namespace}/{name}",
+                    f"no time left to delete {what}",
                     unavailable_seconds=outage.seconds(),
                     last_error=outage.last_error,
                 )
@@ -81,13 +85,11 @@ def delete_gang(
 
     def delete_job() -> bool:
         try:
-            hook.delete_pytorchjob(name, namespace, propagation="Foreground", uid=uid)
+            hook.delete_job(job_kind, name, namespace, propagation="Foreground", uid=uid)
         except GangApiError as error:
             if not not_ours(error):
                 raise
-            log.info(
-                "PyTorchJob %s/%s now has another uid than %s: not ours, left alone", namespace, name, uid
-            )
+            log.info("%s now has another uid than %s: not ours, left alone", what, uid)
         return True
 
     def delete_podgroup() -> bool:
@@ -101,7 +103,7 @@ def delete_gang(
         return True
 
     def pods_gone() -> bool:
-        while hook.list_job_pods(name, namespace):
+        while hook.list_job_pods(name, namespace, job_kind):
             if remaining() <= 0:
                 return False
             time.sleep(min(1.0, remaining()))
@@ -111,7 +113,7 @@ def delete_gang(
         Step.DELETE_JOB: delete_job,
         Step.DELETE_PODGROUP: delete_podgroup,
         Step.CONFIRM_JOB_GONE: lambda: hook.wait_gone(
-            "pytorchjob", name, namespace, uid=uid, timeout=remaining()
+            job_kind.watch_name, name, namespace, uid=uid, timeout=remaining()
         ),
         Step.CONFIRM_PODGROUP_GONE: lambda: hook.wait_gone("podgroup", name, namespace, timeout=remaining()),
         Step.CONFIRM_PODS_GONE: pods_gone,
@@ -129,9 +131,8 @@ def delete_gang(
         gone = False
     if not gone:
         logger.warning(
-            "PyTorchJob %s/%s not confirmed deleted after %.0fs; the orphan reaper finishes the job",
-            namespace,
-            name,
+            "%s not confirmed deleted after %.0fs; the orphan reaper finishes the job",
+            what,
             timeout,
         )
     return gone

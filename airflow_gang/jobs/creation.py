@@ -16,8 +16,9 @@ from typing import Any
 
 from airflow_gang.exceptions import GangApiError
 from airflow_gang.hooks.gang import GangJobHook
-from airflow_gang.hooks.kinds import PODGROUPS, PYTORCHJOBS
+from airflow_gang.hooks.kinds import PODGROUPS, Kind
 from airflow_gang.hooks.retrying import RetryPolicy
+from airflow_gang.job_kinds import PYTORCHJOB, JobKind
 from airflow_gang.naming import MANAGED_BY_LABEL, MANAGED_BY_VALUE, TRY_NUMBER_LABEL
 
 JsonDict = dict[str, Any]
@@ -41,7 +42,13 @@ def is_ours(obj: JsonDict, identity: dict[str, str]) -> bool:
 
 
 def submit(
-    hook: GangJobHook, job: JsonDict, podgroup: JsonDict | None, namespace: str, identity: dict[str, str]
+    hook: GangJobHook,
+    job: JsonDict,
+    podgroup: JsonDict | None,
+    namespace: str,
+    identity: dict[str, str],
+    *,
+    job_kind: JobKind = PYTORCHJOB,
 ) -> tuple[JsonDict, bool]:
     """Create PodGroup then PyTorchJob, then make the job own the PodGroup.
 
@@ -66,10 +73,10 @@ def submit(
         created_podgroup = stored if created else None
     try:
         created_job, submitted = _create_or_adopt(
-            PYTORCHJOBS.kind,
-            PYTORCHJOBS.resource,
-            create=hook.create_pytorchjob,
-            get=hook.get_pytorchjob,
+            job_kind.kind,
+            Kind.of(job_kind).resource,
+            create=lambda body, namespace: hook.create_job(job_kind, body, namespace),
+            get=lambda name, namespace: hook.get_job(job_kind, name, namespace),
             body=job,
             namespace=namespace,
             identity=identity,
@@ -78,7 +85,7 @@ def submit(
         if created_podgroup is not None:
             # Bounded, also on a kill's path: no waiting through an outage here.
             with hook.riding_out(None):
-                not_created = job_not_created(hook, error, name, namespace, identity)
+                not_created = job_not_created(hook, error, name, namespace, identity, job_kind=job_kind)
                 if not_created:
                     _roll_back_podgroup(hook, created_podgroup, namespace)
             if not not_created:
@@ -135,7 +142,13 @@ def job_create_refused(error: BaseException) -> bool:
 
 
 def job_not_created(
-    hook: GangJobHook, error: BaseException, name: str, namespace: str, identity: dict[str, str]
+    hook: GangJobHook,
+    error: BaseException,
+    name: str,
+    namespace: str,
+    identity: dict[str, str],
+    *,
+    job_kind: JobKind = PYTORCHJOB,
 ) -> bool:
     """Whether a PyTorchJob create that raised ``error`` definitely did not create our job.
 
@@ -146,7 +159,7 @@ def job_not_created(
         return True
     try:
         with hook.retries(_READ_BACK_POLICY.within(_READ_BACK_SECONDS)):
-            found = hook.get_pytorchjob(name, namespace)
+            found = hook.get_job(job_kind, name, namespace)
     except GangApiError:
         return False
     return found is None or not is_ours(found, identity)

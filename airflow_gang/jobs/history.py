@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
-from airflow_gang.job_kinds import PYTORCHJOB
+from airflow_gang.job_kinds import JOB_KINDS, PYTORCHJOB, TRAINJOB, JobKind
 from airflow_gang.k8s_objects import pod_requests
 from airflow_gang.quantity import parse_quantity
 from airflow_gang.timeline import parse_time
@@ -50,8 +50,17 @@ def waits_for(name: str, namespace: str, wait_for: str) -> JsonDict:
 
 
 def gang_resources(job: JsonDict) -> dict[str, float]:
-    """What the whole gang asks for: every replica's pod requests times its replica count."""
+    """What the whole gang asks for: every replica's pod requests times its replica count (a
+    TrainJob's ``resourcesPerNode`` times its nodes; what its runtime adds is not counted)."""
     totals: dict[str, Decimal] = {}
+    if job.get("kind") == TRAINJOB.kind:
+        trainer = (job.get("spec") or {}).get("trainer") or {}
+        per_node = trainer.get("resourcesPerNode") or {}
+        amounts = {**(per_node.get("limits") or {}), **(per_node.get("requests") or {})}
+        nodes = int(trainer.get("numNodes") or 1)
+        return {
+            resource: float(parse_quantity(amount) * nodes) for resource, amount in sorted(amounts.items())
+        }
     for replica in PYTORCHJOB.replica_specs(job).values():
         count = int(replica.get("replicas", 1))
         for resource, amount in pod_requests(replica.get("template") or {}).items():
@@ -60,10 +69,15 @@ def gang_resources(job: JsonDict) -> dict[str, float]:
 
 
 def queue_of(job: JsonDict) -> str | None:
-    """The Volcano queue the job names (``schedulingPolicy.queue``), or None."""
-    policy = ((job.get("spec") or {}).get("runPolicy") or {}).get("schedulingPolicy") or {}
-    queue = policy.get("queue")
+    """The Volcano queue the job names (``schedulingPolicy.queue``, a TrainJob's queue
+    annotation), or None."""
+    queue = job_kind_of(job).queue(job)
     return str(queue) if queue else None
+
+
+def job_kind_of(job: JsonDict) -> JobKind:
+    """The `JobKind` of a job object (PyTorchJob when it does not say)."""
+    return JOB_KINDS.get(str(job.get("kind")), PYTORCHJOB)
 
 
 def started(
@@ -75,17 +89,18 @@ def started(
         (a task that does not wait for the end records none).
     """
     metadata = job.get("metadata") or {}
-    policy = ((job.get("spec") or {}).get("runPolicy") or {}).get("schedulingPolicy") or {}
+    job_kind = job_kind_of(job)
     created = parse_time(metadata.get("creationTimestamp"))
     return {
+        "kind": job_kind.kind,
         "name": metadata.get("name"),
         "namespace": metadata.get("namespace"),
         "uid": metadata.get("uid"),
         "try_number": try_number,
-        "queue": policy.get("queue") or ("default" if gang_scheduling != "disabled" else None),
+        "queue": queue_of(job) or ("default" if gang_scheduling != "disabled" else None),
         "gang_scheduling": gang_scheduling,
         "waits_for": waits_for,
-        "replicas": PYTORCHJOB.replica_counts(job),
+        "replicas": job_kind.replica_counts(job),
         "resources": gang_resources(job),
         "state": SUBMITTED,
         "submitted_at": (created or now).isoformat(),

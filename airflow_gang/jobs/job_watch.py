@@ -19,10 +19,11 @@ import time
 from typing import Any
 
 from airflow_gang.exceptions import GangApiError
-from airflow_gang.gang_state import JOB_NAME_LABEL, GangSnapshot
+from airflow_gang.gang_state import GangSnapshot
 from airflow_gang.hooks.gang import GangJobHook
 from airflow_gang.hooks.kinds import WatchKind
 from airflow_gang.hooks.watches import WatchStream
+from airflow_gang.job_kinds import PYTORCHJOB, JobKind
 from airflow_gang.outage import OutageLog
 from airflow_gang.watch_rules import WatchTrouble, relist_delay, retry_delay
 
@@ -129,9 +130,17 @@ class JobWatch:
     """
 
     def __init__(
-        self, hook: GangJobHook, name: str, namespace: str, *, with_podgroup: bool, log: OutageLog
+        self,
+        hook: GangJobHook,
+        name: str,
+        namespace: str,
+        *,
+        with_podgroup: bool,
+        log: OutageLog,
+        job_kind: JobKind = PYTORCHJOB,
     ) -> None:
         self.hook = hook
+        self.job_kind = job_kind
         self.name = name
         self.namespace = namespace
         self.log = log
@@ -139,8 +148,8 @@ class JobWatch:
         self.stopping = threading.Event()
         by_name = f"metadata.name={name}"
         self.followers: dict[WatchKind, _Follower] = {
-            "pytorchjob": _Follower(self, "pytorchjob", by_name, None),
-            "pod": _Follower(self, "pod", None, f"{JOB_NAME_LABEL}={name}"),
+            job_kind.watch_name: _Follower(self, job_kind.watch_name, by_name, None),
+            "pod": _Follower(self, "pod", None, job_kind.pod_selector(name)),
         }
         if with_podgroup:
             self.followers["podgroup"] = _Follower(self, "podgroup", by_name, None)
@@ -172,13 +181,13 @@ class JobWatch:
         there (gone, or not this uid): a missing job is confirmed by a GET, never assumed."""
         if not self.healthy:
             return None
-        job = self.followers["pytorchjob"].objects.get(self.name)
+        job = self.followers[self.job_kind.watch_name].objects.get(self.name)
         if job is None or (uid is not None and job["metadata"].get("uid") != uid):
             return None
         podgroup_follower = self.followers.get("podgroup")
         podgroup = podgroup_follower.objects.get(self.name) if podgroup_follower else None
         pods = list(self.followers["pod"].objects.values())
-        return GangSnapshot.of(job, podgroup, pods, gang_scheduling)
+        return GangSnapshot.of(job, podgroup, pods, gang_scheduling, self.job_kind)
 
     def stop(self, timeout: float = 5.0) -> None:
         """End every watch now and let the threads finish (they are daemons: never waited on long)."""

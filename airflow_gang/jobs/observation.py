@@ -10,9 +10,16 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from airflow_gang.exceptions import GangAdmissionTimeout, GangApiError, GangSpecError, PyTorchJobFailed
-from airflow_gang.gang_state import GangSnapshot, GangStatus, failing_replica, last_true_condition
+from airflow_gang.exceptions import (
+    GangAdmissionTimeout,
+    GangApiError,
+    GangSpecError,
+    PyTorchJobFailed,
+    TrainJobFailed,
+)
+from airflow_gang.gang_state import GangSnapshot, GangStatus, failing_replica
 from airflow_gang.hooks.gang import GangJobHook
+from airflow_gang.job_kinds import PYTORCHJOB, JobKind
 
 JsonDict = dict[str, Any]
 log = logging.getLogger(__name__)
@@ -37,54 +44,72 @@ def check_queue(hook: GangJobHook, queue: str) -> None:
 
 
 def observe(
-    hook: GangJobHook, name: str, namespace: str, gang_scheduling: str, uid: str | None = None
+    hook: GangJobHook,
+    name: str,
+    namespace: str,
+    gang_scheduling: str,
+    uid: str | None = None,
+    *,
+    job_kind: JobKind = PYTORCHJOB,
 ) -> GangSnapshot:
     """Read the job, its PodGroup and its pods once and decide where the gang stands.
 
     With ``uid``, a job of the same name but another uid is someone else's: it counts as lost.
     """
-    job = hook.get_pytorchjob(name, namespace)
+    job = hook.get_job(job_kind, name, namespace)
     if job is not None and uid is not None and job["metadata"].get("uid") != uid:
         job = None
     podgroup = hook.get_podgroup(name, namespace) if gang_scheduling != "disabled" else None
-    pods = hook.list_job_pods(name, namespace) if job is not None else []
-    return GangSnapshot.of(job, podgroup, pods, gang_scheduling)
+    pods = hook.list_job_pods(name, namespace, job_kind) if job is not None else []
+    return GangSnapshot.of(job, podgroup, pods, gang_scheduling, job_kind)
 
 
-def log_tail(hook: GangJobHook, pod: str, namespace: str, lines: int) -> str:
+def log_tail(
+    hook: GangJobHook, pod: str, namespace: str, lines: int, container: str = PYTORCHJOB.container
+) -> str:
     """The pod's last ``lines`` log lines, or a note why they could not be read.
 
     Never waits through an outage: a log tail is worth a line in the task log, not a try.
     """
     try:
         with hook.riding_out(None):
-            return hook.read_pod_log(pod, namespace, tail_lines=lines)
+            return hook.read_pod_log(pod, namespace, container=container, tail_lines=lines)
     except GangApiError as error:
         return f"(log unavailable: {error})"
 
 
-def failure_error(hook: GangJobHook, name: str, namespace: str, lines: int) -> PyTorchJobFailed:
+def failure_error(
+    hook: GangJobHook, name: str, namespace: str, lines: int, job_kind: JobKind = PYTORCHJOB
+) -> PyTorchJobFailed:
     """`PyTorchJobFailed` naming the failing replica, its exit code and reason, and its log tail."""
-    job = hook.get_pytorchjob(name, namespace) or {}
-    condition = last_true_condition(job) or {}
-    pods = hook.list_job_pods(name, namespace)
-    failure = failing_replica(pods)
-    headline = str(condition.get("message") or f"PyTorchJob {name} failed")
+    job = hook.get_job(job_kind, name, namespace) or {}
+    condition: JsonDict = next(
+        (
+            c
+            for c in reversed((job.get("status") or {}).get("conditions") or [])
+            if c.get("type") == "Failed" and c.get("status") == "True"
+        ),
+        {},
+    )
+    pods = hook.list_job_pods(name, namespace, job_kind)
+    failure = failing_replica(pods, job_kind)
+    headline = str(condition.get("message") or f"{job_kind.kind} {name} failed")
+    failed = PyTorchJobFailed if job_kind is PYTORCHJOB else TrainJobFailed
     if failure is None:
-        return PyTorchJobFailed(
+        return failed(
             f"{headline} (no failed replica found; its pods may have been cleaned up)",
             name=name,
             namespace=namespace,
             reason=condition.get("reason"),
         )
-    tail = log_tail(hook, failure.pod, namespace, lines)
+    tail = log_tail(hook, failure.pod, namespace, lines, job_kind.container)
     message = (
         f"{headline} Replica {failure.replica} (pod {failure.pod}) exited with code {failure.exit_code}"
         f" ({failure.reason or 'unknown reason'})."
     )
     if tail.strip():
         message += f" Last {lines} log lines:\n{tail.rstrip()}"
-    return PyTorchJobFailed(
+    return failed(
         message,
         name=name,
         namespace=namespace,
@@ -96,12 +121,13 @@ def failure_error(hook: GangJobHook, name: str, namespace: str, lines: int) -> P
 
 
 def admission_timeout(
-    name: str, namespace: str, status: GangStatus, seconds: float | None
+    name: str, namespace: str, status: GangStatus, seconds: float | None, job_kind: JobKind = PYTORCHJOB
 ) -> GangAdmissionTimeout:
     """The failure of a job not admitted ``seconds`` after its creation, which was deleted for it."""
     by = f"by queue {status.queue!r}" if status.queue else "(no gang scheduling: not every replica was bound)"
+    within = f"within {seconds or 0:.0f}s of its creation"
     return GangAdmissionTimeout(
-        f"PyTorchJob {namespace}/{name} was not admitted within {seconds or 0:.0f}s of its creation {by} "
+        f"{job_kind.kind} {namespace}/{name} was not admitted {within} {by} "
         f"({status.describe()}); it was deleted so its pods hold no resources and a retry starts clean",
         name=name,
         namespace=namespace,

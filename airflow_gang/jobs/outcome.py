@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from airflow_gang.exceptions import PyTorchJobFailed
-from airflow_gang.gang_state import master_pod_name
 from airflow_gang.hooks.gang import GangJobHook
+from airflow_gang.job_kinds import PYTORCHJOB, JobKind
 from airflow_gang.jobs import observation
 from airflow_gang.jobs.result import job_result
 from airflow_gang.metrics import parse_metrics
@@ -63,6 +63,7 @@ def read_outcome(
     log_tail_lines: int,
     read_master_log: bool,
     collect_metrics: bool,
+    job_kind: JobKind = PYTORCHJOB,
 ) -> Outcome:
     """Read the end of ``job``, which finished in ``state`` (``succeeded`` or ``failed``).
 
@@ -72,15 +73,31 @@ def read_outcome(
     """
     metadata = job["metadata"]
     name, namespace = metadata["name"], metadata["namespace"]
-    current = hook.get_pytorchjob(name, namespace) or job
-    tail = observation.log_tail(hook, master_pod_name(name), namespace, log_tail_lines)
+    current = hook.get_job(job_kind, name, namespace) or job
+    tail = leader_log_tail(hook, job_kind, name, namespace, log_tail_lines)
     shown = tail if read_master_log else None
     if state == "failed":
-        error = observation.failure_error(hook, name, namespace, log_tail_lines)
+        error = observation.failure_error(hook, name, namespace, log_tail_lines, job_kind)
         return Outcome(current, None, error, shown, tail)
     metrics = parse_metrics(tail) if collect_metrics else {}
-    result = job_result(current, state, admitted_at, finished_at, metrics=metrics)
+    result = job_result(current, state, admitted_at, finished_at, metrics=metrics, job_kind=job_kind)
     return Outcome(current, result, None, shown, tail)
+
+
+def leader_pod(hook: GangJobHook, job_kind: JobKind, name: str, namespace: str) -> str | None:
+    """The name of the job's rank-0 pod: derived for a PyTorchJob, found among a TrainJob's pods."""
+    derived = job_kind.leader_pod(name)
+    if derived is not None:
+        return derived
+    return job_kind.leader_pod(name, hook.list_job_pods(name, namespace, job_kind))
+
+
+def leader_log_tail(hook: GangJobHook, job_kind: JobKind, name: str, namespace: str, lines: int) -> str:
+    """Rank 0's last ``lines`` log lines, or a note why they could not be read."""
+    pod = leader_pod(hook, job_kind, name, namespace)
+    if pod is None:
+        return f"(log unavailable: no rank-0 pod of {job_kind.kind} {namespace}/{name} is left)"
+    return observation.log_tail(hook, pod, namespace, lines, job_kind.container)
 
 
 def deletes_on_finish(delete_on_finish: str, succeeded: bool) -> bool:

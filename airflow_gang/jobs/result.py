@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow_gang.job_kinds import PYTORCHJOB
+from airflow_gang.job_kinds import PYTORCHJOB, JobKind
+from airflow_gang.timeline import finished_at as finished_time
 from airflow_gang.timeline import parse_time
 
 JsonDict = dict[str, Any]
@@ -17,23 +18,28 @@ def job_result(
     finished_at: str | None,
     *,
     metrics: dict[str, float] | None = None,
+    job_kind: JobKind = PYTORCHJOB,
 ) -> JsonDict:
-    """The task's return value: small, JSON-serialisable, the same shape on every path."""
+    """The task's return value: small, JSON-serialisable, the same shape on every path (a
+    TrainJob's ``replicas`` are ``{"Node": n}``)."""
     metadata = job.get("metadata") or {}
     status = job.get("status") or {}
     submitted = parse_time(metadata.get("creationTimestamp"))
     admitted = parse_time(admitted_at)
-    finished = parse_time(status.get("completionTime")) or parse_time(finished_at)
+    finished = parse_time(status.get("completionTime")) or parse_time(finished_at) or finished_time(job)
     if finished and admitted and finished < admitted:
         finished = admitted  # completionTime has 1 s resolution; never report a negative run
-    replicas = PYTORCHJOB.replica_counts(job)
+    replicas = job_kind.replica_counts(job)
+    queue = job_kind.queue(job)
+    # A PyTorchJob with a schedulingPolicy has a PodGroup; a TrainJob, when it names its queue.
     policy = ((job.get("spec") or {}).get("runPolicy") or {}).get("schedulingPolicy") or {}
+    has_podgroup = bool(policy) if job_kind is PYTORCHJOB else queue is not None
     return {
         "name": metadata.get("name"),
         "namespace": metadata.get("namespace"),
         "uid": metadata.get("uid"),
-        "queue": policy.get("queue"),
-        "podgroup": metadata.get("name") if policy else None,
+        "queue": queue,
+        "podgroup": metadata.get("name") if has_podgroup else None,
         "state": state,
         "submitted_at": submitted.isoformat() if submitted else None,
         "admitted_at": admitted.isoformat() if admitted else None,

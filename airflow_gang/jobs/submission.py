@@ -27,10 +27,12 @@ import logging
 from typing import Any, NamedTuple
 
 from airflow_gang.exceptions import GangApiError
-from airflow_gang.gang_state import last_true_condition, owned_by
+from airflow_gang.gang_state import finished_state, owned_by
 from airflow_gang.hooks.gang import GangJobHook
+from airflow_gang.job_kinds import JOB_KINDS, PYTORCHJOB, JobKind
 from airflow_gang.jobs.cleanup import delete_gang
 from airflow_gang.jobs.creation import is_ours, job_create_refused, submit
+from airflow_gang.jobs.recipe import JobRecipe, recipe_of
 from airflow_gang.naming import TRY_NUMBER_LABEL, identity_selector
 from airflow_gang.spec import GangJobSpec
 
@@ -68,16 +70,14 @@ def _try_number(obj: JsonDict) -> int | None:
     return int(text) if text.isdigit() else None
 
 
-def outcome(job: JsonDict) -> str | None:
+def outcome(job: JsonDict, job_kind: JobKind = PYTORCHJOB) -> str | None:
     """``Succeeded``/``Failed`` once the job has ended, else None."""
-    condition = last_true_condition(job) or {}
-    kind = condition.get("type")
-    return kind if kind in ("Succeeded", "Failed") else None
+    return finished_state(job, job_kind)
 
 
-def is_live(job: JsonDict) -> bool:
+def is_live(job: JsonDict, job_kind: JobKind = PYTORCHJOB) -> bool:
     """A job worth reattaching to: not finished and not being deleted."""
-    return outcome(job) is None and not job["metadata"].get("deletionTimestamp")
+    return outcome(job, job_kind) is None and not job["metadata"].get("deletionTimestamp")
 
 
 def find_job_to_attach(
@@ -87,6 +87,7 @@ def find_job_to_attach(
     stored: JsonDict | None,
     reuse_succeeded: bool,
     first_try: int = 1,
+    job_kind: JobKind = PYTORCHJOB,
 ) -> Attached | None:
     """The earlier try's job this try should take over, if any (see the module docstring).
 
@@ -96,11 +97,11 @@ def find_job_to_attach(
     :param first_try: `first_try_since_clear`; jobs of earlier tries are not taken over.
     """
     jobs = [job for job in found if (_try_number(job) or first_try) >= first_try]
-    live = [job for job in jobs if is_live(job)]
+    live = [job for job in jobs if is_live(job, job_kind)]
     if len(live) > 1:
         names = ", ".join(sorted(job["metadata"]["name"] for job in live))
         raise GangApiError(
-            f"found {len(live)} live PyTorchJobs of this task instance ({names}); delete the stale ones",
+            f"found {len(live)} live {job_kind.kind}s of this task instance ({names}); delete the stale ones",
             namespace=namespace,
         )
     if live:
@@ -111,7 +112,7 @@ def find_job_to_attach(
     succeeded = [
         job
         for job in jobs
-        if outcome(job) == "Succeeded"
+        if outcome(job, job_kind) == "Succeeded"
         and not job["metadata"].get("deletionTimestamp")
         and job["metadata"].get("uid") != delivered
     ]
@@ -123,7 +124,7 @@ def find_job_to_attach(
 
 def take_over_or_submit(
     hook: GangJobHook,
-    spec: GangJobSpec,
+    spec: GangJobSpec | JobRecipe,
     target: Target,
     *,
     stored: JsonDict | None,
@@ -135,19 +136,27 @@ def take_over_or_submit(
 
     Returns the job and, when it was taken over, how. Live jobs of tries before ``first_try``
     (`first_try_since_clear`) are deleted first: their task was cleared.
+
+    :param spec: a PyTorchJob's `GangJobSpec`, or the `JobRecipe` of any kind.
     """
     name, namespace, identity = target
-    gang = spec.gang_scheduling.value
-    found = hook.find_pytorchjobs(namespace, identity_selector(identity))
-    retire_cleared_jobs(hook, found, namespace, first_try, logger, gang_scheduling=gang)
+    recipe = recipe_of(spec)
+    gang, job_kind = recipe.gang_scheduling, recipe.job_kind
+    found = hook.list_jobs(job_kind, namespace, identity_selector(identity))
+    retire_cleared_jobs(hook, found, namespace, first_try, logger, gang_scheduling=gang, job_kind=job_kind)
     attached = find_job_to_attach(
-        found, namespace, stored=stored, reuse_succeeded=reuse_succeeded, first_try=first_try
+        found,
+        namespace,
+        stored=stored,
+        reuse_succeeded=reuse_succeeded,
+        first_try=first_try,
+        job_kind=job_kind,
     )
     if attached is not None:
         job = attached.job
         logger.info(
             "%s %s/%s from try %s (uid %s)",
-            "adopted finished job" if attached.finished else "reattaching to live PyTorchJob",
+            "adopted finished job" if attached.finished else f"reattaching to live {job_kind.kind}",
             namespace,
             job["metadata"]["name"],
             attached.from_try,
@@ -158,16 +167,17 @@ def take_over_or_submit(
         return job, attached
     if gang == "provider":
         sweep_orphan_podgroups(hook, namespace, identity, logger)
-    job_manifest = spec.build_pytorchjob(name, namespace, labels=identity)
-    podgroup_manifest = spec.build_podgroup(name, namespace, labels=identity)
-    job, adopted = submit(hook, job_manifest, podgroup_manifest, namespace, identity)
+    job_manifest = recipe.build_job(name, namespace, identity)
+    podgroup_manifest = recipe.build_podgroup(name, namespace, identity)
+    job, adopted = submit(hook, job_manifest, podgroup_manifest, namespace, identity, job_kind=job_kind)
     logger.info(
-        "%s PyTorchJob %s/%s (uid %s) in queue %s",
+        "%s %s %s/%s (uid %s) %s",
         "adopted" if adopted else "submitted",
+        job_kind.kind,
         namespace,
         job["metadata"]["name"],
         job["metadata"]["uid"],
-        spec.effective_queue,
+        f"in queue {recipe.queue}" if recipe.queue else "without gang scheduling",
     )
     return job, None
 
@@ -180,6 +190,7 @@ def retire_cleared_jobs(
     logger: logging.Logger | Any = log,
     *,
     gang_scheduling: str | None = None,
+    job_kind: JobKind = PYTORCHJOB,
 ) -> list[str]:
     """Delete the live ones of ``found`` (the task instance's jobs) whose try came before
     ``first_try``: a person cleared the task since.
@@ -192,12 +203,13 @@ def retire_cleared_jobs(
     retired = []
     for job in found:
         number = _try_number(job)
-        if number is None or number >= first_try or not is_live(job):
+        if number is None or number >= first_try or not is_live(job, job_kind):
             continue
         metadata = job["metadata"]
         logger.warning(
-            "PyTorchJob %s/%s of try %s is still live, but the task was cleared after that try: deleting it "
+            "%s %s/%s of try %s is still live, but the task was cleared after that try: deleting it "
             "(the cleared try could not)",
+            job_kind.kind,
             namespace,
             metadata["name"],
             number,
@@ -210,6 +222,7 @@ def retire_cleared_jobs(
             gang_scheduling=gang_scheduling,
             reason="task cleared",
             logger=logger,
+            job_kind=job_kind,
         )
         retired.append(metadata["name"])
     return retired
@@ -242,9 +255,10 @@ def sweep_orphan_podgroups(
 def _has_live_owner(hook: GangJobHook, podgroup: JsonDict) -> bool:
     metadata = podgroup["metadata"]
     for reference in metadata.get("ownerReferences") or []:
-        if reference.get("kind") != "PyTorchJob":
+        owner_kind = JOB_KINDS.get(str(reference.get("kind")))
+        if owner_kind is None:
             return True  # someone else's arrangement: not ours to judge
-        owner = hook.get_pytorchjob(reference.get("name", ""), metadata["namespace"])
+        owner = hook.get_job(owner_kind, reference.get("name", ""), metadata["namespace"])
         if owner is not None and owner["metadata"].get("uid") == reference.get("uid"):
             return True
     # No owner yet: the job of the same name may exist (a crash before set_podgroup_owner).

@@ -188,20 +188,30 @@ class GangJobArguments(BaseOperator):
         return GangJobSpec(**given)
 
     def admission_timeout_seconds(self) -> float | None:
-        if self.admission_timeout is NOT_SET:
-            configured = conf.get("gang", "default_admission_timeout", fallback="1800")
-            return float(configured) if configured else None
-        return positive_seconds(self.admission_timeout, "admission_timeout")
+        return admission_timeout_seconds(self.admission_timeout)
 
     def identity(self, context: Context) -> tuple[str, dict[str, str]]:
         """The job's name and the identity labels of this task instance try."""
-        ti = context["ti"]
-        raw_index = getattr(ti, "map_index", None)
-        map_index = -1 if raw_index is None else int(raw_index)
-        try_number = int(getattr(ti, "try_number", 1) or 1)
-        labels = identity_labels(ti.dag_id, ti.task_id, context["run_id"], map_index, try_number)
-        name = self.job_name or job_name(ti.dag_id, ti.task_id, context["run_id"], map_index, try_number)
-        return name, labels
+        return task_identity(context, self.job_name)
+
+
+def admission_timeout_seconds(value: Any) -> float | None:
+    """An ``admission_timeout`` argument in seconds: unset takes ``[gang] default_admission_timeout``."""
+    if value is NOT_SET:
+        configured = conf.get("gang", "default_admission_timeout", fallback="1800")
+        return float(configured) if configured else None
+    return positive_seconds(value, "admission_timeout")
+
+
+def task_identity(context: Context, given_name: str | None) -> tuple[str, dict[str, str]]:
+    """The job's name (``given_name``, else derived) and the identity labels of this task instance try."""
+    ti = context["ti"]
+    raw_index = getattr(ti, "map_index", None)
+    map_index = -1 if raw_index is None else int(raw_index)
+    try_number = int(getattr(ti, "try_number", 1) or 1)
+    labels = identity_labels(ti.dag_id, ti.task_id, context["run_id"], map_index, try_number)
+    name = given_name or job_name(ti.dag_id, ti.task_id, context["run_id"], map_index, try_number)
+    return name, labels
 
 
 def raise_for_choice(value: Any, field: str, choices: Sequence[str]) -> None:

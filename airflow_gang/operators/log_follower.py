@@ -1,6 +1,7 @@
 """Streams the master replica's log into the task log while a sync-mode task waits.
 
-A daemon thread follows ``<job>-master-0``'s ``pytorch`` container (the API server ends the
+A daemon thread follows rank 0's training container (a PyTorchJob's ``<job>-master-0``
+``pytorch``, a TrainJob's ``<job>-node-0-0-<random>`` ``node``) (the API server ends the
 stream when the container terminates) and writes each line to the task logger as it arrives, so
 people watching the Airflow UI see training progress live rather than at the end.
 """
@@ -17,8 +18,11 @@ from airflow_gang.hooks.gang import GangJobHook
 class LogFollower:
     """Follow one pod's log on a background thread; `stop` waits a little for the stream to end."""
 
-    def __init__(self, hook: GangJobHook, pod: str, namespace: str, logger: Any) -> None:
+    def __init__(
+        self, hook: GangJobHook, pod: str, namespace: str, logger: Any, *, container: str = "pytorch"
+    ) -> None:
         self._hook = hook
+        self._container = container
         self._pod = pod
         self._namespace = namespace
         self._logger = logger
@@ -34,7 +38,7 @@ class LogFollower:
 
     def _follow(self) -> None:
         try:
-            for line in self._hook.stream_pod_log(self._pod, self._namespace):
+            for line in self._hook.stream_pod_log(self._pod, self._namespace, container=self._container):
                 self.lines += 1
                 self._logger.info("[%s] %s", self._pod, line)
             self.complete = True

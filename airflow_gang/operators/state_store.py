@@ -55,6 +55,7 @@ def remember_job(
     ``delete_on_finish``: for the reaper, when the task ends from outside after the job)."""
     metadata = job["metadata"]
     entry: JsonDict = {
+        "kind": job.get("kind") or "PyTorchJob",
         "name": metadata["name"],
         "namespace": metadata["namespace"],
         "uid": metadata["uid"],

@@ -17,8 +17,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
-from airflow_gang.gang_state import GangPhase, GangSnapshot, GangStatus, master_pod_name
+from airflow_gang.gang_state import GangPhase, GangSnapshot, GangStatus
 from airflow_gang.hooks.gang import GangJobHook
+from airflow_gang.job_kinds import PYTORCHJOB, JobKind
 from airflow_gang.jobs import observation
 from airflow_gang.jobs.job_watch import JobWatch
 from airflow_gang.operators.log_follower import LogFollower
@@ -56,6 +57,7 @@ class WorkerWait:
     follower: LogFollower | None = None
     sleep: Callable[[float], None] = time.sleep
     watch: bool = True
+    job_kind: JobKind = PYTORCHJOB
 
     def run(
         self, job: JsonDict, gang_scheduling: str, wait_for: str, deadline: dt.datetime | None
@@ -65,7 +67,9 @@ class WorkerWait:
         if not self.watch:
             return self._wait(None, job, gang_scheduling, wait_for, deadline)
         with_podgroup = gang_scheduling != "disabled"
-        with JobWatch(self.hook, name, namespace, with_podgroup=with_podgroup, log=self.log) as feed:
+        with JobWatch(
+            self.hook, name, namespace, with_podgroup=with_podgroup, log=self.log, job_kind=self.job_kind
+        ) as feed:
             feed.ready(WATCH_SYNC_SECONDS)
             return self._wait(feed, job, gang_scheduling, wait_for, deadline)
 
@@ -85,11 +89,15 @@ class WorkerWait:
             if feed is not None:
                 feed.changed.clear()
             seen = (feed.look(uid, gang_scheduling) if feed else None) or observation.observe(
-                self.hook, name, namespace, gang_scheduling, uid
+                self.hook, name, namespace, gang_scheduling, uid, job_kind=self.job_kind
             )
             status = seen.status
             if self.follow_logs and self.follower is None and status.phase is GangPhase.RUNNING:
-                self.follower = LogFollower(self.hook, master_pod_name(name), namespace, self.log).start()
+                leader = self.job_kind.leader_pod(name, seen.pods)
+                if leader is not None:
+                    self.follower = LogFollower(
+                        self.hook, leader, namespace, self.log, container=self.job_kind.container
+                    ).start()
             line = status.describe()
             if line != last:
                 self.log.info("gang job %s/%s: %s", namespace, name, line)

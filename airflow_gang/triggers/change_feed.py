@@ -13,13 +13,14 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Literal
 
+from airflow_gang.job_kinds import PYTORCHJOB, JobKind
 from airflow_gang.outage import OutageLog
 from airflow_gang.triggers.list_watch import ListWatch, WatchTrouble
 
 if TYPE_CHECKING:
     from airflow_gang.hooks.gang_async import AsyncGangJobHook
 
-WatchedKind = Literal["pytorchjob", "podgroup", "pod"]
+WatchedKind = Literal["pytorchjob", "trainjob", "podgroup", "pod"]
 WATCH_SECONDS = 60
 
 
@@ -31,6 +32,7 @@ class ChangeFeed:
     :param namespace: their namespace.
     :param with_podgroup: also follow the PodGroup (not with ``gang_scheduling="disabled"``).
     :param log: where watch failures are reported.
+    :param job_kind: the job's kind (which resource, which pod label).
     :param clock: monotonic seconds, for the reminders while a watch fails (tests pass a fake).
     """
 
@@ -43,6 +45,7 @@ class ChangeFeed:
         with_podgroup: bool,
         log: OutageLog,
         clock: Callable[[], float] = time.monotonic,
+        job_kind: JobKind = PYTORCHJOB,
     ) -> None:
         self.hook = hook
         self.name = name
@@ -50,8 +53,8 @@ class ChangeFeed:
         self.log = log
         self.changed = asyncio.Event()
         self._selectors: dict[WatchedKind, tuple[str | None, str | None]] = {
-            "pytorchjob": (f"metadata.name={name}", None),
-            "pod": (None, f"training.kubeflow.org/job-name={name}"),
+            job_kind.watch_name: (f"metadata.name={name}", None),
+            "pod": (None, job_kind.pod_selector(name)),
         }
         if with_podgroup:
             self._selectors["podgroup"] = (f"metadata.name={name}", None)

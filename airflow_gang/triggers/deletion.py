@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from airflow_gang.exceptions import GangApiError, GangApiUnavailable
+from airflow_gang.job_kinds import PYTORCHJOB, JobKind
 from airflow_gang.jobs.deletion import Step, deletion_plan, not_ours, podgroup_to_delete
 from airflow_gang.outage import Outage, OutageLog, aride_out
 
@@ -47,6 +48,7 @@ async def delete_gang(
     gang_scheduling: str,
     timeout: float,
     log: OutageLog,
+    job_kind: JobKind = PYTORCHJOB,
 ) -> bool:
     """Delete the job of ``uid`` and its PodGroup; whether all was confirmed gone within ``timeout``.
 
@@ -54,14 +56,14 @@ async def delete_gang(
     """
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
-    outage = Outage(f"the deletion of PyTorchJob {namespace}/{name}", timeout=timeout)
+    outage = Outage(f"the deletion of {job_kind.kind} {namespace}/{name}", timeout=timeout)
 
     def remaining() -> float:
         return max(0.0, deadline - loop.time())
 
     async def delete_job() -> bool:
         try:
-            await hook.delete_pytorchjob(name, namespace, propagation="Foreground", uid=uid)
+            await hook.delete_job(job_kind, name, namespace, propagation="Foreground", uid=uid)
         except GangApiError as error:
             if not not_ours(error):
                 raise
@@ -78,7 +80,7 @@ async def delete_gang(
         return True
 
     async def pods_gone() -> bool:
-        while await hook.list_job_pods(name, namespace):
+        while await hook.list_job_pods(name, namespace, job_kind):
             if remaining() <= 0:
                 return False
             await asyncio.sleep(min(1.0, remaining()))
@@ -88,7 +90,7 @@ async def delete_gang(
         Step.DELETE_JOB: delete_job,
         Step.DELETE_PODGROUP: delete_podgroup,
         Step.CONFIRM_JOB_GONE: lambda: hook.wait_gone(
-            "pytorchjob", name, namespace, uid=uid, timeout=remaining()
+            job_kind.watch_name, name, namespace, uid=uid, timeout=remaining()
         ),
         Step.CONFIRM_PODGROUP_GONE: lambda: hook.wait_gone("podgroup", name, namespace, timeout=remaining()),
         Step.CONFIRM_PODS_GONE: pods_gone,

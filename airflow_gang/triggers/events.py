@@ -83,6 +83,7 @@ class GangEvent:
     admitted_at: str | None
     finished_at: str | None
     reattached: bool  # the try had taken over an earlier try's job
+    job_kind: str = "PyTorchJob"
 
     @classmethod
     def of(cls, payload: JsonDict) -> GangEvent:
@@ -101,6 +102,7 @@ class GangEvent:
             admitted_at=timeline.get("admitted_at"),
             finished_at=timeline.get("finished_at"),
             reattached=bool((payload.get("wait") or {}).get("reattached")),
+            job_kind=str(payload.get("kind") or "PyTorchJob"),
         )
 
     @property
@@ -115,7 +117,7 @@ class GangEvent:
         Nothing of it deletes a job: an admission timeout was deleted by the trigger, an outage
         or a refused read deletes nothing.
         """
-        where = f"PyTorchJob {self.namespace}/{self.name}"
+        where = f"{self.job_kind} {self.namespace}/{self.name}"
         if self.status is EventStatus.API_UNAVAILABLE:  # the next try reattaches
             return GangApiUnavailable(
                 self.message,
@@ -183,6 +185,8 @@ class WaitingFor(Protocol):
     def admitted_at(self) -> str | None: ...
     @property
     def reattached(self) -> bool: ...
+    @property
+    def job_kind(self) -> str: ...
 
 
 def gang_event(
@@ -196,6 +200,7 @@ def gang_event(
         # For "error": execution_timeout (the task gives up: the job is deleted), api_error
         # (the API refused a read: nothing is deleted).
         "reason": reason,
+        "kind": wait.job_kind,
         "name": wait.name,
         "namespace": wait.namespace,
         "uid": wait.uid,

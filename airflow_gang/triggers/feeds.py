@@ -12,6 +12,7 @@ import asyncio
 from typing import Protocol
 
 from airflow_gang.gang_state import GangSnapshot
+from airflow_gang.job_kinds import PYTORCHJOB, JobKind
 from airflow_gang.triggers.watch_cache import WatchCache
 
 
@@ -46,8 +47,11 @@ class PollingFeed:
 class SharedFeed:
     """One job's view of a shared `WatchCache`: woken by its own objects' events only."""
 
-    def __init__(self, cache: WatchCache, name: str, uid: str, gang_scheduling: str) -> None:
+    def __init__(
+        self, cache: WatchCache, name: str, uid: str, gang_scheduling: str, job_kind: JobKind = PYTORCHJOB
+    ) -> None:
         self.cache = cache
+        self.job_kind = job_kind
         self.uid = uid
         self.gang_scheduling = gang_scheduling
         self.subscription = cache.subscribe(name)
@@ -69,7 +73,7 @@ class SharedFeed:
             return None
         if self.gang_scheduling == "disabled":
             podgroup = None
-        return GangSnapshot.of(job, podgroup, pods, self.gang_scheduling)
+        return GangSnapshot.of(job, podgroup, pods, self.gang_scheduling, self.job_kind)
 
     async def stop(self) -> None:
         self.cache.unsubscribe(self.subscription)

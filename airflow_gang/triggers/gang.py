@@ -44,6 +44,7 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_gang.exceptions import GangApiError
 from airflow_gang.gang_state import GangPhase, GangSnapshot
+from airflow_gang.job_kinds import job_kind_named
 from airflow_gang.jobs.wait_plan import WaitFor
 from airflow_gang.outage import DEFAULT_API_UNAVAILABLE_TIMEOUT, Outage, is_outage
 from airflow_gang.triggers import watch_cache
@@ -76,13 +77,13 @@ RESYNC_SECONDS = 300.0
 
 
 class GangJobTrigger(BaseTrigger):
-    """Wait for a gang-scheduled PyTorchJob without holding a worker slot.
+    """Wait for a gang-scheduled PyTorchJob (or TrainJob) without holding a worker slot.
 
-    :param name: PyTorchJob name (its PodGroup has the same name).
+    :param name: the job's name (its PodGroup has the same name).
     :param namespace: namespace of both.
     :param uid: the job's uid; a job of the same name with another uid counts as lost.
     :param wait_for: ``admission``, ``completion``, or ``both`` (admission then completion).
-    :param gang_scheduling: ``provider``, ``training-operator`` or ``disabled``.
+    :param gang_scheduling: ``provider``, ``training-operator``, ``trainer`` or ``disabled``.
     :param admission_deadline: ISO UTC time after which a job still queued is deleted and
         ``admission_timeout`` is reported; None waits forever.
     :param execution_deadline: ISO UTC time after which ``error`` is reported (the task's
@@ -108,6 +109,7 @@ class GangJobTrigger(BaseTrigger):
     :param reattached: the task's try took over a job of an earlier try; carried back in the
         event, so the task knows a "lost" job means "the earlier try's job was deleted" (train
         anew) even when resumed without its defer kwargs, as ``dag.test()`` does.
+    :param job_kind: the job's ``kind``: ``PyTorchJob`` (default) or ``TrainJob``.
     """
 
     def __init__(
@@ -130,6 +132,7 @@ class GangJobTrigger(BaseTrigger):
         api_unavailable_timeout: float | None = DEFAULT_API_UNAVAILABLE_TIMEOUT,
         watch: WatchMode = "shared",
         reattached: bool = False,
+        job_kind: str = "PyTorchJob",
     ) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
         self.name = name
@@ -151,6 +154,7 @@ class GangJobTrigger(BaseTrigger):
             raise ValueError(f"watch={watch!r}: use one of {', '.join(WATCH_MODES)}")
         self.watch = watch
         self.reattached = reattached
+        self.job_kind, self.kind = job_kind, job_kind_named(job_kind)
         self._event_sent = False
         self._connection_extras: dict[str, Any] | None = None
 
@@ -175,6 +179,7 @@ class GangJobTrigger(BaseTrigger):
                 "api_unavailable_timeout": self.api_unavailable_timeout,
                 "watch": self.watch,
                 "reattached": self.reattached,
+                "job_kind": self.job_kind,
             },
         )
 
@@ -221,7 +226,9 @@ class GangJobTrigger(BaseTrigger):
 
     def _own_feed(self, hook: AsyncGangJobHook) -> ChangeFeed:
         with_podgroup = self.gang_scheduling != "disabled"
-        return ChangeFeed(hook, self.name, self.namespace, with_podgroup=with_podgroup, log=self.log).start()
+        return ChangeFeed(
+            hook, self.name, self.namespace, with_podgroup=with_podgroup, log=self.log, job_kind=self.kind
+        ).start()
 
     async def _wait_shared(self) -> dict[str, Any]:
         """Wait through the triggerer's shared cache (or this trigger's own watches for a job the
@@ -229,21 +236,20 @@ class GangJobTrigger(BaseTrigger):
         # Keyed by what the connection is now (its extras, the kubeconfig's bytes), not by its id:
         # a connection edited while other triggers wait gets a cache of its own.
         hook = await self.hook()
-        cache = await watch_cache.acquire(await hook.definition(), self.namespace, hook)
+        cache = await watch_cache.acquire(await hook.definition(), self.namespace, hook, self.kind)
         try:
             await cache.ready(CACHE_SYNC_SECONDS)
             if cache.snapshot_job(self.name) is None:  # not there (yet), or not followed at all
                 job = await self._get_or_none(cache.hook)
                 if job is not None and not watch_cache.followed(job):
-                    self.log.info(
-                        "PyTorchJob %s/%s is not the provider's: watching it alone", self.namespace, self.name
-                    )
+                    where = f"{self.job_kind} {self.namespace}/{self.name}"
+                    self.log.info("%s is not the provider's: watching it alone", where)
                     feed: Feed = self._own_feed(cache.hook)
                     try:
                         return await self._wait(cache.hook, feed)
                     finally:
                         await feed.stop()
-            shared = SharedFeed(cache, self.name, self.uid, self.gang_scheduling)
+            shared = SharedFeed(cache, self.name, self.uid, self.gang_scheduling, self.kind)
             try:
                 return await self._wait(cache.hook, shared)
             finally:
@@ -253,13 +259,13 @@ class GangJobTrigger(BaseTrigger):
 
     async def _get_or_none(self, hook: AsyncGangJobHook) -> JsonDict | None:
         try:
-            return await hook.get_pytorchjob(self.name, self.namespace)
+            return await hook.get_job(self.kind, self.name, self.namespace)
         except GangApiError:
             return None  # the wait's own looks will report (and ride out) what is wrong
 
     async def _wait(self, hook: AsyncGangJobHook, feed: Feed) -> dict[str, Any]:
         waiting_for_admission = self.wait_for in ("admission", "both") and self.admitted_at is None
-        outage = Outage(f"PyTorchJob {self.namespace}/{self.name}", timeout=self.api_unavailable_timeout)
+        outage = Outage(f"{self.job_kind} {self.namespace}/{self.name}", timeout=self.api_unavailable_timeout)
         last_line = ""
         while True:
             feed.changed.clear()
@@ -293,7 +299,10 @@ class GangJobTrigger(BaseTrigger):
                         self, "admission_timeout", seen, f"gang not admitted by {self.admission_deadline}"
                     )
                 return gang_event(
-                    self, "lost", seen, f"PyTorchJob {self.namespace}/{self.name} was deleted while waiting"
+                    self,
+                    "lost",
+                    seen,
+                    f"{self.job_kind} {self.namespace}/{self.name} was deleted while waiting",
                 )
             if status.admitted and self.admitted_at is None and seen.job is not None:
                 self.admitted_at = seen.admitted_at()
@@ -337,14 +346,14 @@ class GangJobTrigger(BaseTrigger):
                     await feed.changed.wait()
 
     async def _observe(self, hook: AsyncGangJobHook) -> GangSnapshot:
-        job = await hook.get_pytorchjob(self.name, self.namespace)
+        job = await hook.get_job(self.kind, self.name, self.namespace)
         if job is not None and job["metadata"].get("uid") != self.uid:
             job = None  # a new job under the same name is not ours
         podgroup = (
             await hook.get_podgroup(self.name, self.namespace) if self.gang_scheduling != "disabled" else None
         )
-        pods = await hook.list_job_pods(self.name, self.namespace) if job is not None else []
-        return GangSnapshot.of(job, podgroup, pods, self.gang_scheduling)
+        pods = await hook.list_job_pods(self.name, self.namespace, self.kind) if job is not None else []
+        return GangSnapshot.of(job, podgroup, pods, self.gang_scheduling, self.kind)
 
     async def _delete(self, hook: AsyncGangJobHook, timeout: float = _DELETE_CONFIRM_SECONDS) -> bool:
         return await delete_gang(
@@ -355,6 +364,7 @@ class GangJobTrigger(BaseTrigger):
             gang_scheduling=self.gang_scheduling,
             timeout=timeout,
             log=self.log,
+            job_kind=self.kind,
         )
 
     async def on_kill(self) -> None:
@@ -373,14 +383,15 @@ class GangJobTrigger(BaseTrigger):
             async with asyncio.timeout(budget):
                 hook = await self.hook()
                 try:
-                    self.log.info("task killed: deleting PyTorchJob %s/%s", self.namespace, self.name)
+                    self.log.info("task killed: deleting %s %s/%s", self.job_kind, self.namespace, self.name)
                     gone = await self._delete(hook, timeout=max(0.0, deadline - loop.time()))
                 finally:
                     await hook.close()
         if not gone:
             self.log.warning(
-                "PyTorchJob %s/%s not confirmed deleted within %.0fs ([triggerer] on_kill_timeout less "
+                "%s %s/%s not confirmed deleted within %.0fs ([triggerer] on_kill_timeout less "
                 "a margin); the orphan reaper finishes the job",
+                self.job_kind,
                 self.namespace,
                 self.name,
                 budget,

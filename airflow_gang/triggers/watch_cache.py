@@ -8,9 +8,12 @@ controllers use:
 
 - three followers, each a list then a watch from its resourceVersion (bookmarks on, resumed from
   the last version seen, listed again after ``410 Gone``, reconnected with capped backoff):
-  the provider's PyTorchJobs and pods (label-selected by the managed-by label) and the
-  namespace's PodGroups (the training-operator creates PodGroups without our labels);
-- an in-memory store per kind, indexed by job name (pods by ``training.kubeflow.org/job-name``);
+  the provider's jobs of one kind (PyTorchJobs or TrainJobs) and their pods (label-selected by
+  the managed-by label) and the namespace's PodGroups (the training-operator and Trainer's
+  Volcano plugin create PodGroups without our labels). A namespace with both kinds of job has a
+  cache per kind: a cluster without Kubeflow Trainer never gets a TrainJob watch;
+- an in-memory store per kind, indexed by job name (pods by the kind's job label,
+  ``training.kubeflow.org/job-name`` or ``jobset.sigs.k8s.io/jobset-name``);
 - subscribers per job name: an event wakes only the triggers whose job it concerns (a re-list
   wakes those whose objects changed); a follower failing or coming back wakes every trigger,
   since their way of looking changes (`healthy`: cache or polling);
@@ -40,7 +43,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from airflow_gang.job_kinds import PYTORCHJOB
+from airflow_gang.job_kinds import PYTORCHJOB, JobKind
 from airflow_gang.naming import MANAGED_BY_LABEL, MANAGED_BY_VALUE
 from airflow_gang.outage import OutageLog
 from airflow_gang.triggers.list_watch import ListWatch, WatchTrouble
@@ -57,7 +60,7 @@ WATCH_SECONDS = 300
 # the next wave of a sweep, finds the watches open.
 LINGER_SECONDS = 30.0
 OURS = f"{MANAGED_BY_LABEL}={MANAGED_BY_VALUE}"
-SELECTORS: dict[WatchKind, str | None] = {"pytorchjob": OURS, "podgroup": None, "pod": OURS}
+SELECTORS: dict[WatchKind, str | None] = {"pytorchjob": OURS, "trainjob": OURS, "podgroup": None, "pod": OURS}
 
 
 def followed(job: JsonDict) -> bool:
@@ -65,11 +68,11 @@ def followed(job: JsonDict) -> bool:
     return ((job.get("metadata") or {}).get("labels") or {}).get(MANAGED_BY_LABEL) == MANAGED_BY_VALUE
 
 
-def job_of(kind: WatchKind, obj: JsonDict) -> str | None:
+def job_of(kind: WatchKind, obj: JsonDict, job_kind: JobKind = PYTORCHJOB) -> str | None:
     """The job name an object belongs to (PodGroups share their job's name)."""
     metadata = obj.get("metadata") or {}
     if kind == "pod":
-        return (metadata.get("labels") or {}).get(JOB_NAME_LABEL)
+        return (metadata.get("labels") or {}).get(job_kind.pod_job_label)
     name = metadata.get("name")
     return str(name) if name else None
 
@@ -142,7 +145,7 @@ class _Follower:
         for name in self.objects.keys() | fresh.keys():
             before, after = self.objects.get(name), fresh.get(name)
             if _version(before) != _version(after):
-                touched.update(job for job in (_job(self.kind, before), _job(self.kind, after)) if job)
+                touched.update(job for job in (self._job(before), self._job(after)) if job)
         self.objects = fresh
         self.by_job = {}
         for name, obj in fresh.items():
@@ -150,12 +153,12 @@ class _Follower:
         self.cache.wake(touched)
 
     def _index(self, name: str, obj: JsonDict) -> None:
-        job = job_of(self.kind, obj)
+        job = job_of(self.kind, obj, self.cache.job_kind)
         if job:
             self.by_job.setdefault(job, {})[name] = obj
 
     def _unindex(self, name: str, obj: JsonDict | None) -> None:
-        job = _job(self.kind, obj)
+        job = self._job(obj)
         if job and job in self.by_job:
             self.by_job[job].pop(name, None)
             if not self.by_job[job]:
@@ -172,7 +175,10 @@ class _Follower:
         else:
             self.objects[name] = _trimmed(obj)
             self._index(name, obj)
-        self.cache.wake({job for job in (_job(self.kind, before), _job(self.kind, obj)) if job})
+        self.cache.wake({job for job in (self._job(before), self._job(obj)) if job})
+
+    def _job(self, obj: JsonDict | None) -> str | None:
+        return None if obj is None else job_of(self.kind, obj, self.cache.job_kind)
 
 
 def _trimmed(obj: JsonDict) -> JsonDict:
@@ -186,10 +192,6 @@ def _version(obj: JsonDict | None) -> str | None:
     return None if obj is None else str((obj.get("metadata") or {}).get("resourceVersion"))
 
 
-def _job(kind: WatchKind, obj: JsonDict | None) -> str | None:
-    return None if obj is None else job_of(kind, obj)
-
-
 class WatchCache:
     """The shared followers of one cluster and namespace, in one event loop (see the module docstring).
 
@@ -199,18 +201,22 @@ class WatchCache:
 
     def __init__(
         self,
-        key: tuple[str, str],
+        key: tuple[str, ...],
         hook: AsyncGangJobHook,
         namespace: str,
         logger: OutageLog = log,
         clock: Callable[[], float] = time.monotonic,
+        *,
+        job_kind: JobKind = PYTORCHJOB,
     ) -> None:
         self.key = key
         self.hook = hook
         self.namespace = namespace
+        self.job_kind = job_kind
         self.log = logger
         self.clock = clock  # for the reminders while a follower fails (tests pass a fake)
-        self.followers = {kind: _Follower(self, kind) for kind in SELECTORS}
+        kinds: tuple[WatchKind, ...] = (job_kind.watch_name, "podgroup", "pod")
+        self.followers = {kind: _Follower(self, kind) for kind in kinds}
         self.subscribers: dict[str, set[Subscription]] = {}
         self.users = 0
         self._main: asyncio.Task[None] | None = None
@@ -283,13 +289,13 @@ class WatchCache:
         """The job, its PodGroup and its pods as the cache holds them."""
         pods = list(self.followers["pod"].by_job.get(name, {}).values())
         return (
-            self.followers["pytorchjob"].objects.get(name),
+            self.followers[self.job_kind.watch_name].objects.get(name),
             self.followers["podgroup"].objects.get(name),
             pods,
         )
 
     def snapshot_job(self, name: str) -> JsonDict | None:
-        return self.followers["pytorchjob"].objects.get(name)
+        return self.followers[self.job_kind.watch_name].objects.get(name)
 
     def counts(self) -> dict[str, int]:
         """Lists and accepted watches per kind so far (for tests and benchmarks)."""
@@ -325,13 +331,15 @@ class WatchCache:
 
 # One registry per event loop: the triggerer runs every trigger in one loop; dag.test() runs each
 # in its own, and a cache must never outlive (or be shared across) loops.
-_REGISTRIES: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[str, str], WatchCache]] = (
+_REGISTRIES: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[str, ...], WatchCache]] = (
     weakref.WeakKeyDictionary()
 )
 _LOCKS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = weakref.WeakKeyDictionary()
 
 
-async def acquire(cluster: str, namespace: str, hook: AsyncGangJobHook) -> WatchCache:
+async def acquire(
+    cluster: str, namespace: str, hook: AsyncGangJobHook, job_kind: JobKind = PYTORCHJOB
+) -> WatchCache:
     """The loop's cache for ``cluster`` and ``namespace``, started by the first caller with its
     ``hook`` (whose client it then shares with every later caller; theirs stay unused).
 
@@ -343,10 +351,13 @@ async def acquire(cluster: str, namespace: str, hook: AsyncGangJobHook) -> Watch
     lock = _LOCKS.setdefault(loop, asyncio.Lock())
     async with lock:  # one hook and one set of followers, however many triggers start at once
         registry = _REGISTRIES.setdefault(loop, {})
-        key = (cluster, namespace)
+        # PyTorchJob caches keep the key they always had; other kinds add theirs.
+        key: tuple[str, ...] = (
+            (cluster, namespace) if job_kind is PYTORCHJOB else (cluster, namespace, job_kind.kind)
+        )
         cache = registry.get(key)
         if cache is None:
-            cache = WatchCache(key, hook, namespace)
+            cache = WatchCache(key, hook, namespace, job_kind=job_kind)
             cache.start()
             registry[key] = cache
         cache.users += 1

@@ -80,11 +80,26 @@ def leftovers(api: k8s.ApiClient, namespace: str = "default") -> dict[str, list[
         "items"
     ]
     pods = core.list_namespaced_pod(namespace).items
+    trainjobs = custom.list_namespaced_custom_object(
+        "trainer.kubeflow.org", "v1alpha1", namespace, "trainjobs"
+    )
+    jobsets = custom.list_namespaced_custom_object("jobset.x-k8s.io", "v1alpha2", namespace, "jobsets")
     return {
         "pytorchjobs": [j["metadata"]["name"] for j in jobs],
+        "trainjobs": [j["metadata"]["name"] for j in trainjobs["items"]],
+        "jobsets": [j["metadata"]["name"] for j in jobsets["items"]],
         "podgroups": [g["metadata"]["name"] for g in groups],
         "pods": [p.metadata.name for p in pods],
     }
+
+
+NOTHING: dict[str, list[str]] = {
+    "pytorchjobs": [],
+    "trainjobs": [],
+    "jobsets": [],
+    "podgroups": [],
+    "pods": [],
+}
 
 
 @pytest.fixture(autouse=True)
@@ -96,7 +111,7 @@ def nothing_left_behind(request: pytest.FixtureRequest) -> Iterator[None]:
     cluster: SimCluster = request.getfixturevalue("cluster")
     yield
     with cluster.api_client() as api:
-        empty: dict[str, list[str]] = {"pytorchjobs": [], "podgroups": [], "pods": []}
+        empty = NOTHING
         eventually(
             lambda: leftovers(api) == empty, timeout=20, message=f"objects left behind: {leftovers(api)}"
         )

@@ -21,7 +21,7 @@ from airflow_gang.jobs import cleanup
 from airflow_gang.spec import GangJobSpec
 from airflow_gang.triggers import deletion
 from gang_sim.cluster import SimCluster
-from tests.e2e.conftest import leftovers, submit_gang
+from tests.e2e.conftest import NOTHING, leftovers, submit_gang
 from tests.e2e.test_scenarios import all_running
 from tests.waiting import eventually
 
@@ -109,7 +109,7 @@ def test_a_disabled_mode_job_is_deleted_without_a_podgroup_request(
     assert run_driver(driver, plain_job, "disabled", timeout=20) is True
     assert cluster.fault_counts().get("error_500", 0) == before, "a PodGroup was asked for"
     cluster.clear_faults()
-    assert leftovers(api) == {"pytorchjobs": [], "podgroups": [], "pods": []}
+    assert leftovers(api) == NOTHING
 
 
 @pytest.mark.parametrize("driver", ["worker", "triggerer"])

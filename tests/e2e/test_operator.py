@@ -197,6 +197,7 @@ def test_the_task_state_store_holds_the_job_identity_and_live_progress(
     identity = stored_state(dag_run, "train", "pytorchjob")
     result = json.loads((tmp_path / "out.json").read_text())["result"]
     assert identity == {
+        "kind": "PyTorchJob",
         "name": result["name"],
         "namespace": "default",
         "uid": result["uid"],

@@ -34,7 +34,7 @@ from airflow_gang.operators.pytorch_job import PyTorchJobOperator
 from airflow_gang.spec import GangJobSpec
 from airflow_gang.triggers.gang import GangJobTrigger
 from gang_sim.cluster import SimCluster
-from tests.e2e.conftest import leftovers, task_states
+from tests.e2e.conftest import NOTHING, leftovers, task_states
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.usefixtures("kube_connection")
@@ -383,7 +383,7 @@ def test_on_kill_of_the_sync_operator_deletes_job_podgroup_and_pods(api: k8s.Api
 
     operator.on_kill()
 
-    assert leftovers(api) == {"pytorchjobs": [], "podgroups": [], "pods": []}
+    assert leftovers(api) == NOTHING
     worker.join(20)
     assert not worker.is_alive()
     # The waiting loop then sees its job gone (in Airflow the task process would exit first).
@@ -448,7 +448,7 @@ def test_on_kill_of_the_deferred_trigger_deletes_job_podgroup_and_pods(
         return events
 
     assert asyncio.run(run_and_kill()) == []
-    assert leftovers(api) == {"pytorchjobs": [], "podgroups": [], "pods": []}
+    assert leftovers(api) == NOTHING
 
 
 # --- 4. reattach after a crashed try ----------------------------------------------------------

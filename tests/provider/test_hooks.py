@@ -37,8 +37,10 @@ from airflow_gang.hooks.errors import (
     translate_api_error,
 )
 from airflow_gang.hooks.retrying import RetryPolicy
+from airflow_gang.job_kinds import TRAINJOB
 from airflow_gang.outage import Outage
 from airflow_gang.spec import GangJobSpec
+from airflow_gang.trainjob_spec import TrainJobSpec
 from airflow_gang.triggers.gang import GangJobTrigger
 from gang_sim.apiserver.server import start_apiserver
 from gang_sim.cluster import SimCluster
@@ -885,6 +887,19 @@ async def test_required_permissions_cover_every_request_the_hooks_make(
     await ahook.delete_pytorchjob(name, NS)
     hook.delete_pytorchjob(name, NS)
     hook.delete_podgroup(name, NS)
+    # A TrainJob's calls (TrainJobOperator): its runtime, the job itself, its watch.
+    trainjob = TrainJobSpec(image="ghcr.io/acme/train:1", suspend=True).build_trainjob(f"tj-{name}", NS)
+    hook.get_training_runtime("torch-distributed", "ClusterTrainingRuntime", NS)
+    hook.get_training_runtime("torch-distributed", "TrainingRuntime", NS)
+    hook.create_job(TRAINJOB, trainjob, NS)
+    hook.get_job(TRAINJOB, f"tj-{name}", NS)
+    hook.list_jobs(TRAINJOB, NS, f"test-id={test_id}")
+    hook.set_job_suspended(TRAINJOB, f"tj-{name}", NS, True)
+    _, version = await ahook.list_with_version("trainjob", NS)
+    async for _ in ahook.watch("trainjob", NS, resource_version=version, timeout_seconds=1):
+        pass
+    await ahook.get_job(TRAINJOB, f"tj-{name}", NS)
+    await ahook.delete_job(TRAINJOB, f"tj-{name}", NS)
 
     hook.check_api(require_volcano=True)  # discovery: no RBAC rule needed
     used = {rule for method, url in proxy.seen if (rule := rbac_rule(method, url)) is not None}

@@ -71,6 +71,7 @@ def test_trigger_serialize_mirrors_its_constructor() -> None:
         "api_unavailable_timeout": 900.0,
         "watch": "per_trigger",
         "reattached": True,
+        "job_kind": "TrainJob",
     }
     path, serialized = GangJobTrigger(**kwargs).serialize()  # type: ignore[arg-type]
     assert path == "airflow_gang.triggers.gang.GangJobTrigger"

@@ -1,0 +1,71 @@
+"""`JobRecipe`: what submission needs to know to create one kind of gang job.
+
+Submission (`airflow_gang.jobs.submission`) takes over an earlier try's job or creates a new one
+the same way for every kind; what differs is the kind, the gang mode, the queue, and how the
+manifests are built. A PyTorchJob's come from `airflow_gang.spec.GangJobSpec` (with the
+provider's PodGroup in ``provider`` mode); a TrainJob's from
+`airflow_gang.trainjob_spec.TrainJobSpec` (never a PodGroup of ours: the Trainer's Volcano
+plugin makes it, from the runtime's ``podGroupPolicy``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from airflow_gang.job_kinds import PYTORCHJOB, TRAINJOB, JobKind
+from airflow_gang.spec import GangJobSpec
+from airflow_gang.trainjob_spec import TrainJobSpec
+
+JsonDict = dict[str, Any]
+Build = Callable[[str, str, dict[str, str]], JsonDict]
+
+
+def _no_podgroup(name: str, namespace: str, labels: dict[str, str]) -> JsonDict | None:
+    return None
+
+
+@dataclass(frozen=True)
+class JobRecipe:
+    """One kind of job, ready to build.
+
+    :param job_kind: the kind.
+    :param gang_scheduling: the gang mode (``provider``, ``training-operator``, ``trainer``,
+        ``disabled``); ``provider`` means the recipe builds the PodGroup itself.
+    :param queue: the Volcano queue the job asks for (for log lines; None without gangs).
+    :param build_job: ``(name, namespace, identity labels) -> manifest``.
+    :param build_podgroup: the same for the provider's PodGroup, None when there is none.
+    """
+
+    job_kind: JobKind
+    gang_scheduling: str
+    queue: str | None
+    build_job: Build
+    build_podgroup: Callable[[str, str, dict[str, str]], JsonDict | None] = _no_podgroup
+
+
+def pytorchjob_recipe(spec: GangJobSpec) -> JobRecipe:
+    gang = spec.gang_scheduling.value
+    return JobRecipe(
+        PYTORCHJOB,
+        gang,
+        spec.effective_queue if gang != "disabled" else None,
+        lambda name, namespace, labels: spec.build_pytorchjob(name, namespace, labels=labels),
+        lambda name, namespace, labels: spec.build_podgroup(name, namespace, labels=labels),
+    )
+
+
+def trainjob_recipe(spec: TrainJobSpec, gang_scheduling: str, queue: str | None) -> JobRecipe:
+    """A TrainJob's recipe; ``gang_scheduling`` is ``trainer`` when its runtime has a Volcano
+    ``podGroupPolicy``, else ``disabled`` (`airflow_gang.jobs.runtime_check`)."""
+    return JobRecipe(
+        TRAINJOB,
+        gang_scheduling,
+        queue,
+        lambda name, namespace, labels: spec.build_trainjob(name, namespace, extra_labels=labels),
+    )
+
+
+def recipe_of(spec: GangJobSpec | JobRecipe) -> JobRecipe:
+    return spec if isinstance(spec, JobRecipe) else pytorchjob_recipe(spec)
