@@ -39,6 +39,7 @@ SPEC_FIELDS = {
     "tolerations": "tolerations",
     "pod_template": "pod_template",
     "runtime_patches": "runtime_patches",
+    "suspend": "suspend",
 }
 
 
@@ -68,6 +69,8 @@ class TrainJobArguments(BaseOperator):
     :param node_selector: ``tolerations``, ``pod_template``: pod fields, patched into the
         runtime's trainer pods (`TrainJobSpec` lists which fields a runtime patch may set).
     :param runtime_patches: further ``runtimePatches`` entries, each with its own ``manager``.
+    :param suspend: submit the TrainJob suspended (``spec.suspend``): no pods until it is resumed
+        (`GangJobHook.set_job_suspended`); use with ``wait_for_completion=False``.
     :param admission_timeout: longest wait (timedelta or seconds) from submission until the gang
         is admitted; then the TrainJob is deleted and `GangAdmissionTimeout` raised. Default:
         ``[gang] default_admission_timeout`` (30 min). ``None`` waits forever.
@@ -125,6 +128,7 @@ class TrainJobArguments(BaseOperator):
         tolerations: list[Any] | None = None,
         pod_template: dict[str, Any] | None = None,
         runtime_patches: list[dict[str, Any]] | None = None,
+        suspend: bool | None = None,
         admission_timeout: dt.timedelta | float | None = NOT_SET,
         job_name: str | None = None,
         namespace: str | None = None,
@@ -151,6 +155,7 @@ class TrainJobArguments(BaseOperator):
         self.tolerations = tolerations
         self.pod_template = pod_template
         self.runtime_patches = runtime_patches
+        self.suspend = suspend
         self.admission_timeout = admission_timeout
         self.job_name = job_name
         self.namespace = namespace

@@ -27,6 +27,7 @@ from airflow_gang.exceptions import GangAdmissionTimeout, GangJobLost, PyTorchJo
 from airflow_gang.gang_state import GangPhase, GangSnapshot, GangStatus
 from airflow_gang.hooks.gang import GangJobHook
 from airflow_gang.hooks.retrying import WAIT_RETRY_POLICY
+from airflow_gang.job_kinds import job_kind_named
 from airflow_gang.jobs import cleanup, history, observation, task_store
 from airflow_gang.jobs.wait_plan import WaitFor, WaitPlan
 from airflow_gang.outage import DEFAULT_API_UNAVAILABLE_TIMEOUT, Outage, unavailable_timeout_seconds
@@ -48,6 +49,7 @@ class _GangJobSensor(BaseSensorOperator):
         "admission_timeout",
     )
     wait_for: ClassVar[WaitFor] = "completion"
+    default_kind: ClassVar[str] = "PyTorchJob"
     operator_extra_links = links.JOB_LINKS
 
     def __init__(
@@ -61,9 +63,11 @@ class _GangJobSensor(BaseSensorOperator):
         log_tail_lines: int = 100,
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         api_unavailable_timeout: dt.timedelta | float | None = DEFAULT_API_UNAVAILABLE_TIMEOUT,
+        job_kind: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.kind = job_kind_named(job_kind or self.default_kind)
         self.job_name = job_name
         self.namespace = namespace
         self.kubernetes_conn_id = kubernetes_conn_id
@@ -83,12 +87,14 @@ class _GangJobSensor(BaseSensorOperator):
     @cached_property
     def _outage(self) -> Outage:
         timeout = unavailable_timeout_seconds(self.api_unavailable_timeout)
-        return Outage(f"PyTorchJob {self.job_name}", timeout=timeout)
+        return Outage(f"{self.kind.kind} {self.job_name}", timeout=timeout)
 
     def _status(self) -> tuple[GangStatus, dict[str, Any] | None]:
         namespace = self._namespace()
         with self.hook.riding_out(self._outage, name=self.job_name, namespace=namespace):
-            seen = observation.observe(self.hook, self.job_name, namespace, self.gang_scheduling)
+            seen = observation.observe(
+                self.hook, self.job_name, namespace, self.gang_scheduling, job_kind=self.kind
+            )
         self._seen: GangSnapshot | None = seen
         context = getattr(self, "_context", None)
         if context is not None and seen.job is not None and not getattr(self, "_started", False):
@@ -123,7 +129,7 @@ class _GangJobSensor(BaseSensorOperator):
         namespace = self._namespace()
         if status.phase is GangPhase.LOST:
             raise GangJobLost(
-                f"PyTorchJob {namespace}/{self.job_name} does not exist",
+                f"{self.kind.kind} {namespace}/{self.job_name} does not exist",
                 name=self.job_name,
                 namespace=namespace,
             )
@@ -138,9 +144,10 @@ class _GangJobSensor(BaseSensorOperator):
                 gang_scheduling=self.gang_scheduling,
                 reason="gang not admitted in time",
                 logger=self.log,
+                job_kind=self.kind,
             )
             seconds = self._admission_timeout_seconds()
-            raise observation.admission_timeout(self.job_name, namespace, status, seconds)
+            raise observation.admission_timeout(self.job_name, namespace, status, seconds, self.kind)
         return self._done(status)
 
     def execute(self, context: Context) -> Any:
@@ -178,6 +185,7 @@ class _GangJobSensor(BaseSensorOperator):
             hook_kwargs=self.hook.async_hook_kwargs(),
             delete_on_kill=False,
             api_unavailable_timeout=unavailable_timeout_seconds(self.api_unavailable_timeout),
+            job_kind=self.kind.kind,
         )
         # The sensor's own timeout is the trigger's execution deadline; no framework timeout on
         # top, so the trigger's message (and soft_fail) decide how it ends.
@@ -246,7 +254,9 @@ class _GangJobSensor(BaseSensorOperator):
             return None
         try:
             with self.hook.retries(WAIT_RETRY_POLICY):
-                return observation.observe(self.hook, self.job_name, ended.namespace, self.gang_scheduling)
+                return observation.observe(
+                    self.hook, self.job_name, ended.namespace, self.gang_scheduling, job_kind=self.kind
+                )
         except Exception as error:  # the record is a convenience; the event decides
             self.log.debug("could not read the job for its record: %s", error)
             return None
@@ -255,12 +265,12 @@ class _GangJobSensor(BaseSensorOperator):
         if ended.status is EventStatus.FAILED:
             with self.hook.retries(WAIT_RETRY_POLICY):
                 raise observation.failure_error(
-                    self.hook, self.job_name, ended.namespace, self.log_tail_lines
+                    self.hook, self.job_name, ended.namespace, self.log_tail_lines, self.kind
                 )
         if ended.is_execution_timeout:
             # The sensor's own ``timeout``, as in poke mode: soft_fail then skips the task.
             raise AirflowSensorTimeout(
-                f"sensor timeout of {self.timeout}s reached: waiting for PyTorchJob "
+                f"sensor timeout of {self.timeout}s reached: waiting for {self.kind.kind} "
                 f"{ended.namespace}/{self.job_name}: {ended.message}"
             )
         error = ended.to_exception(waited_seconds=self._admission_timeout_seconds())
@@ -278,6 +288,7 @@ class GangAdmissionSensor(_GangJobSensor):
         then is deleted and `GangAdmissionTimeout` raised. Default None: wait for the queue.
     :param api_unavailable_timeout: as for `PyTorchJobOperator`: one API outage longer than this
         fails the sensor with `GangApiUnavailable`; nothing is deleted.
+    :param job_kind: ``PyTorchJob`` (default) or ``TrainJob`` (then ``gang_scheduling="trainer"``).
 
     The sensor's ``timeout`` raises `AirflowSensorTimeout` in every mode, deferrable included,
     so ``soft_fail`` works.
@@ -304,5 +315,21 @@ class PyTorchJobSensor(_GangJobSensor):
 
     def _done(self, status: GangStatus) -> bool:
         if status.phase in self.FAILURE_STATES:
-            raise observation.failure_error(self.hook, self.job_name, self._namespace(), self.log_tail_lines)
+            raise observation.failure_error(
+                self.hook, self.job_name, self._namespace(), self.log_tail_lines, self.kind
+            )
         return status.phase is GangPhase.SUCCEEDED
+
+
+class TrainJobSensor(PyTorchJobSensor):
+    """Succeeds when a Kubeflow Trainer v2 TrainJob succeeds (``Complete``); raises `TrainJobFailed`
+    naming the failing node when it fails. For a TrainJob submitted with
+    ``TrainJobOperator(wait_for_completion=False)``; arguments as `PyTorchJobSensor`, with
+    ``gang_scheduling`` ``trainer`` (its runtime's Volcano plugin made the PodGroup, the default)
+    or ``disabled``. `GangAdmissionSensor` takes ``job_kind="TrainJob"`` for a TrainJob's admission.
+    """
+
+    default_kind: ClassVar[str] = "TrainJob"
+
+    def __init__(self, *, gang_scheduling: str = "trainer", **kwargs: Any) -> None:
+        super().__init__(gang_scheduling=gang_scheduling, **kwargs)
