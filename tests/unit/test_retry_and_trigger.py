@@ -90,6 +90,7 @@ def test_provider_info_lists_modules_that_import() -> None:
     assert sorted(modules) == [
         "airflow_gang.hooks.gang",
         "airflow_gang.operators.pytorch_job",
+        "airflow_gang.operators.train_job",
         "airflow_gang.sensors.gang",
         "airflow_gang.triggers.gang",
     ]
