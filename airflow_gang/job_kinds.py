@@ -52,6 +52,8 @@ class JobKind:
     :param container: the training container: its exit code and log describe a failure.
     :param replica_specs_field: the ``spec`` field mapping replica type to ``{replicas, template}``.
     :param leader: the replica type whose first pod's log is the task's (rank 0).
+    :param pods_outlive_failure: a failed job's pods stay to be read (a TrainJob's Job deletes
+        them at its backoff limit: its waits note the failure as they see it).
     """
 
     kind: str
@@ -64,6 +66,7 @@ class JobKind:
     container: str
     replica_specs_field: str
     leader: str
+    pods_outlive_failure: bool = True
 
     @property
     def api_version(self) -> str:
@@ -189,6 +192,7 @@ TRAINJOB = TrainJobKind(
     container="node",
     replica_specs_field="trainer",
     leader="node",
+    pods_outlive_failure=False,
 )
 
 JOB_KINDS: dict[str, JobKind] = {job_kind.kind: job_kind for job_kind in (PYTORCHJOB, TRAINJOB)}

@@ -20,6 +20,7 @@ from airflow_gang.exceptions import (
 from airflow_gang.gang_state import GangSnapshot, GangStatus, failing_replica
 from airflow_gang.hooks.gang import GangJobHook
 from airflow_gang.job_kinds import PYTORCHJOB, JobKind
+from airflow_gang.jobs.failure_memory import FailureMemory
 
 JsonDict = dict[str, Any]
 log = logging.getLogger(__name__)
@@ -79,9 +80,18 @@ def log_tail(
 
 
 def failure_error(
-    hook: GangJobHook, name: str, namespace: str, lines: int, job_kind: JobKind = PYTORCHJOB
+    hook: GangJobHook,
+    name: str,
+    namespace: str,
+    lines: int,
+    job_kind: JobKind = PYTORCHJOB,
+    *,
+    seen: FailureMemory | None = None,
 ) -> PyTorchJobFailed:
-    """`PyTorchJobFailed` naming the failing replica, its exit code and reason, and its log tail."""
+    """`PyTorchJobFailed` naming the failing replica, its exit code and reason, and its log tail.
+
+    :param seen: what the wait saw fail, for a kind whose pods may be gone by now.
+    """
     job = hook.get_job(job_kind, name, namespace) or {}
     condition: JsonDict = next(
         (
@@ -93,6 +103,9 @@ def failure_error(
     )
     pods = hook.list_job_pods(name, namespace, job_kind)
     failure = failing_replica(pods, job_kind)
+    seen_tail = ""
+    if failure is None and seen is not None and seen.failure is not None:
+        failure, seen_tail = seen.failure, seen.tail
     headline = str(condition.get("message") or f"{job_kind.kind} {name} failed")
     failed = PyTorchJobFailed if job_kind is PYTORCHJOB else TrainJobFailed
     if failure is None:
@@ -102,7 +115,7 @@ def failure_error(
             namespace=namespace,
             reason=condition.get("reason"),
         )
-    tail = log_tail(hook, failure.pod, namespace, lines, job_kind.container)
+    tail = seen_tail or log_tail(hook, failure.pod, namespace, lines, job_kind.container)
     message = (
         f"{headline} Replica {failure.replica} (pod {failure.pod}) exited with code {failure.exit_code}"
         f" ({failure.reason or 'unknown reason'})."

@@ -16,6 +16,7 @@ from airflow_gang.exceptions import PyTorchJobFailed
 from airflow_gang.hooks.gang import GangJobHook
 from airflow_gang.job_kinds import PYTORCHJOB, JobKind
 from airflow_gang.jobs import observation
+from airflow_gang.jobs.failure_memory import FailureMemory
 from airflow_gang.jobs.result import job_result
 from airflow_gang.metrics import parse_metrics
 
@@ -64,6 +65,7 @@ def read_outcome(
     read_master_log: bool,
     collect_metrics: bool,
     job_kind: JobKind = PYTORCHJOB,
+    seen_failure: FailureMemory | None = None,
 ) -> Outcome:
     """Read the end of ``job``, which finished in ``state`` (``succeeded`` or ``failed``).
 
@@ -77,7 +79,7 @@ def read_outcome(
     tail = leader_log_tail(hook, job_kind, name, namespace, log_tail_lines)
     shown = tail if read_master_log else None
     if state == "failed":
-        error = observation.failure_error(hook, name, namespace, log_tail_lines, job_kind)
+        error = observation.failure_error(hook, name, namespace, log_tail_lines, job_kind, seen=seen_failure)
         return Outcome(current, None, error, shown, tail)
     metrics = parse_metrics(tail) if collect_metrics else {}
     result = job_result(current, state, admitted_at, finished_at, metrics=metrics, job_kind=job_kind)

@@ -36,6 +36,7 @@ from airflow_gang.hooks.gang import GangJobHook
 from airflow_gang.hooks.retrying import WAIT_RETRY_POLICY
 from airflow_gang.job_kinds import JobKind
 from airflow_gang.jobs import cleanup, observation, submission
+from airflow_gang.jobs.failure_memory import FailureMemory
 from airflow_gang.jobs.outcome import (
     deletes_on_finish,
     read_outcome,
@@ -206,7 +207,7 @@ class GangJobOperator(GangWaitArguments):
             raise error
         if end.kind == "admitted":
             return job_result(end.seen.job or job, "admitted", end.admitted_at, None)
-        return self._finish(context, job, status.phase.value, end.admitted_at, None)
+        return self._finish(context, job, status.phase.value, end.admitted_at, None, seen_failure=end.failure)
 
     def _give_up(self, job: JsonDict, reason: str) -> None:
         """Delete a job nobody will wait for (admission timeout, execution_timeout, a kill)."""
@@ -283,12 +284,22 @@ class GangJobOperator(GangWaitArguments):
             self._submitted = job
             if ended.status is EventStatus.ADMITTED:
                 return job_result(job, "admitted", ended.admitted_at, None)
-            return self._finish(context, job, ended.status, ended.admitted_at, ended.finished_at)
+            seen = FailureMemory.from_json(self.job_kind, ended.failure)
+            return self._finish(
+                context, job, ended.status, ended.admitted_at, ended.finished_at, seen_failure=seen
+            )
 
     # --- the end ------------------------------------------------------------------------------
 
     def _finish(
-        self, context: Context, job: JsonDict, state: str, admitted_at: str | None, finished_at: str | None
+        self,
+        context: Context,
+        job: JsonDict,
+        state: str,
+        admitted_at: str | None,
+        finished_at: str | None,
+        *,
+        seen_failure: FailureMemory | None = None,
     ) -> Any:
         """Log the master's tail, return the task's value or raise the job's failure; delete the
         job per ``delete_on_finish`` either way."""
@@ -303,6 +314,7 @@ class GangJobOperator(GangWaitArguments):
             read_master_log=self.get_logs and not streamed,
             collect_metrics=self.collect_metrics,
             job_kind=self.job_kind,
+            seen_failure=seen_failure,
         )
         if ended.master_log and ended.master_log.strip():
             self.log.info(

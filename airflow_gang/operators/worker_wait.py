@@ -21,6 +21,7 @@ from airflow_gang.gang_state import GangPhase, GangSnapshot, GangStatus
 from airflow_gang.hooks.gang import GangJobHook
 from airflow_gang.job_kinds import PYTORCHJOB, JobKind
 from airflow_gang.jobs import observation
+from airflow_gang.jobs.failure_memory import FailureMemory
 from airflow_gang.jobs.job_watch import JobWatch
 from airflow_gang.operators.log_follower import LogFollower
 
@@ -38,6 +39,7 @@ class WaitEnd(NamedTuple):
     kind: Literal["admitted", "finished", "lost", "admission_timeout"]
     seen: GangSnapshot
     admitted_at: str | None
+    failure: FailureMemory | None = None
 
 
 @dataclass
@@ -85,6 +87,7 @@ class WorkerWait:
         name, namespace, uid = metadata["name"], metadata["namespace"], metadata["uid"]
         admitted_at: str | None = None
         last = ""
+        memory = FailureMemory(self.job_kind)
         while True:
             if feed is not None:
                 feed.changed.clear()
@@ -92,6 +95,10 @@ class WorkerWait:
                 self.hook, name, namespace, gang_scheduling, uid, job_kind=self.job_kind
             )
             status = seen.status
+            if (failure := memory.noticed(seen.pods)) is not None:
+                memory.tail = observation.log_tail(
+                    self.hook, failure.pod, namespace, 100, self.job_kind.container
+                )
             if self.follow_logs and self.follower is None and status.phase is GangPhase.RUNNING:
                 leader = self.job_kind.leader_pod(name, seen.pods)
                 if leader is not None:
@@ -114,7 +121,7 @@ class WorkerWait:
                 if wait_for == "admission":
                     return WaitEnd("admitted", seen, admitted_at)
             if status.finished:
-                return WaitEnd("finished", seen, admitted_at)
+                return WaitEnd("finished", seen, admitted_at, memory)
             if admitted_at is None and deadline is not None and dt.datetime.now(dt.UTC) >= deadline:
                 return WaitEnd("admission_timeout", seen, None)
             self._pause(feed, deadline if admitted_at is None else None)

@@ -3,8 +3,9 @@
 - ``delete``: the job and its PodGroup, exactly as the task's ``on_kill`` deletes them
   (`airflow_gang.jobs.cleanup.delete_gang`, uid-guarded): the task waiting for it then fails
   with `GangJobLost`, or, if it has retries left, trains again with a new job.
-- ``suspend`` / ``resume``: ``spec.runPolicy.suspend`` (training-operator >= 1.7): a suspended
-  job keeps its place in Airflow but holds no pods; resuming it lets it queue again.
+- ``suspend`` / ``resume``: a PyTorchJob's ``spec.runPolicy.suspend`` (training-operator >= 1.7),
+  a TrainJob's ``spec.suspend`` (`GangJobHook.set_job_suspended`): a suspended job keeps its
+  place in Airflow but holds no pods; resuming it lets it queue again.
 
 Only jobs an Airflow task submitted can be changed here, and only by a user whom Airflow's
 auth manager lets change that DAG's task instances (what clearing or marking the task needs).
@@ -37,7 +38,7 @@ def check_allowed(action: str, record: JobRecord, summary: JsonDict) -> None:
         raise PageError(404, "not_found", f"unknown action {action!r}: choose from {', '.join(ACTIONS)}")
     suspended = bool(summary.get("suspended"))
     finished = summary["state"] in ("succeeded", "failed")
-    name = f"PyTorchJob {record.namespace}/{record.name}"
+    name = f"{record.kind} {record.namespace}/{record.name}"
     if action == "suspend" and (finished or suspended):
         raise PageError(409, "conflict", f"{name} is {'suspended' if suspended else 'finished'} already")
     if action == "resume" and not suspended:
@@ -47,6 +48,7 @@ def check_allowed(action: str, record: JobRecord, summary: JsonDict) -> None:
 def perform(action: str, record: JobRecord, summary: JsonDict, hook: Any, user: str) -> str:
     """Carry ``action`` out on the cluster; a sentence saying what was done."""
     name, namespace = record.name, record.namespace
+    what = f"{record.kind} {namespace}/{name}"
     if action == "delete":
         confirmed = cleanup.delete_gang(
             hook,
@@ -57,12 +59,13 @@ def perform(action: str, record: JobRecord, summary: JsonDict, hook: Any, user: 
             timeout=cleanup.kill_budget_seconds(),
             reason=f"deleted from the Gang jobs page by {user}",
             logger=log,
+            job_kind=record.job_kind,
         )
         if not confirmed:
-            return f"deletion of PyTorchJob {namespace}/{name} requested; not yet confirmed gone"
-        return f"PyTorchJob {namespace}/{name} and its PodGroup were deleted"
-    hook.set_pytorchjob_suspended(name, namespace, action == "suspend")
-    return f"PyTorchJob {namespace}/{name} was {'suspended' if action == 'suspend' else 'resumed'}"
+            return f"deletion of {what} requested; not yet confirmed gone"
+        return f"{what} and its PodGroup were deleted"
+    hook.set_job_suspended(record.job_kind, name, namespace, action == "suspend")
+    return f"{what} was {'suspended' if action == 'suspend' else 'resumed'}"
 
 
 def audit(action: str, identity: TaskIdentity, record: JobRecord, user: str, outcome: str) -> None:
@@ -71,7 +74,12 @@ def audit(action: str, identity: TaskIdentity, record: JobRecord, user: str, out
         from airflow.models.log import Log
         from airflow.utils.session import create_session
 
-        extra = {"namespace": record.namespace, "name": record.name, "uid": record.job["metadata"].get("uid")}
+        extra = {
+            "kind": record.kind,
+            "namespace": record.namespace,
+            "name": record.name,
+            "uid": record.job["metadata"].get("uid"),
+        }
         with create_session() as session:
             session.add(
                 Log(

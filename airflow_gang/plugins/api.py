@@ -1,18 +1,22 @@
 """The read-only JSON API under ``/gang/api``.
 
 ``GET /api/jobs``
-    Gang jobs of the namespaces shown, newest first (by submission): live ones (PyTorchJobs
-    labelled ``airflow-gang.io/managed-by=airflow-gang``; every PyTorchJob with ``all=true``)
-    and the ones cleanup deleted, as their tasks recorded them (``live: false``). Filters:
+    Gang jobs of the namespaces shown, newest first (by submission): live ones (PyTorchJobs and
+    Kubeflow Trainer v2 TrainJobs labelled ``airflow-gang.io/managed-by=airflow-gang``; every
+    one with ``all=true``; each row's ``kind`` says which) and the ones cleanup deleted, as
+    their tasks recorded them (``live: false``). A cluster without one of the two kinds shows
+    the other. Filters: ``kind`` (``PyTorchJob``, ``TrainJob``),
     ``namespace``, ``queue``, ``dag_id``, ``state`` (comma-separated; the ``states`` of the
     answer list them), ``since``/``until`` (ISO 8601, on submission); paging ``limit`` (default
     100, at most 1000) and ``offset``; ``total`` counts every match.
 ``GET /api/jobs/{namespace}/{name}``
-    One job: conditions, PodGroup, replica statuses, pods, recent events, identity labels, the
+    One job (``?kind=TrainJob`` for a TrainJob; without it a PyTorchJob of that name, else a
+    TrainJob): conditions, PodGroup, replica statuses, pods, recent events, identity labels, the
     task instance (with a link into Airflow's UI) and its task state store ``progress`` entry.
     A deleted job answers what its task recorded (``recorded``: when, and the master's log tail).
 ``POST /api/jobs/{namespace}/{name}/{action}``
-    ``delete``, ``suspend`` or ``resume`` a live job an Airflow task submitted (`actions`): 403
+    ``delete``, ``suspend`` or ``resume`` a live job an Airflow task submitted (`actions`;
+    ``?kind=`` as for the job): 403
     unless the auth manager lets the user change the DAG's task instances; 409 when the job's
     state does not allow it; recorded in Airflow's audit log. Needs the ``X-Requested-By``
     header, which no cross-site form can send.
@@ -60,10 +64,20 @@ def _job_filter(
     until: str | None = None,
     limit: int = DEFAULT_PAGE_SIZE,
     offset: int = 0,
+    kind: str | None = None,
 ) -> JobFilter:
     """The query parameters the jobs list and the timeline share."""
     return JobFilter.parse(
-        namespace, queue, dag_id, state, include_all, since=since, until=until, limit=limit, offset=offset
+        namespace,
+        queue,
+        dag_id,
+        state,
+        include_all,
+        since=since,
+        until=until,
+        limit=limit,
+        offset=offset,
+        kind=kind,
     )
 
 
@@ -79,8 +93,8 @@ def api_router(service_dependency: Callable[..., GangPageService]) -> APIRouter:
         return _answer(service, lambda: service.jobs(job_filter))
 
     @router.get("/jobs/{namespace}/{name}")
-    def get_job(service: Service, namespace: str, name: str) -> JsonDict:
-        return _answer(service, lambda: service.job(namespace, name))
+    def get_job(service: Service, namespace: str, name: str, kind: str | None = None) -> JsonDict:
+        return _answer(service, lambda: service.job(namespace, name, kind))
 
     @router.post("/jobs/{namespace}/{name}/{action}")
     def act(
@@ -88,11 +102,13 @@ def api_router(service_dependency: Callable[..., GangPageService]) -> APIRouter:
         namespace: str,
         name: str,
         action: str,
+        *,
         requested_by: Annotated[str | None, Header(alias=CSRF_HEADER)] = None,
+        kind: str | None = None,
     ) -> JsonDict:
         if not requested_by:
             raise PageError(400, "bad_request", f"an action needs the {CSRF_HEADER} header (CSRF protection)")
-        return _answer(service, lambda: service.act(namespace, name, action))
+        return _answer(service, lambda: service.act(namespace, name, action, kind))
 
     @router.get("/queues")
     def list_queues(service: Service) -> JsonDict:

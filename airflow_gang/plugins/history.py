@@ -59,6 +59,11 @@ class HistoryRecord:
     def namespace(self) -> str:
         return str(self.record.get("namespace") or "")
 
+    @property
+    def kind(self) -> str:
+        """``PyTorchJob`` or ``TrainJob`` (records written before kinds existed: PyTorchJob)."""
+        return str(self.record.get("kind") or "PyTorchJob")
+
     def outcome(self) -> tuple[str, str | None]:
         """The row's state and reason: as recorded, or ``gone`` for a job whose end nobody wrote."""
         record = self.record
@@ -82,6 +87,7 @@ class HistoryRecord:
         (computed once: a record is kept across reads while its entry does not change)."""
         state, reason = self.outcome()
         return {
+            "kind": self.kind,
             "uid": self.uid,
             "name": self.name,
             "state": state,
@@ -99,6 +105,7 @@ class HistoryRecord:
         replicas = {str(k): int(v) for k, v in (record.get("replicas") or {}).items()}
         resources = record.get("resources") or {}
         return {
+            "kind": self.kind,
             "name": record.get("name"),
             "namespace": record.get("namespace"),
             "uid": record.get("uid"),
@@ -116,6 +123,7 @@ class HistoryRecord:
             "replicas_bound": 0,
             "replicas_running": 0,
             "reason": reason,
+            "warning": None,
             "queued_at": record.get("submitted_at"),
             "admitted_at": record.get("admitted_at"),
             "finished_at": record.get("finished_at"),

@@ -6,6 +6,7 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Any
 
+from airflow_gang.job_kinds import JOB_KINDS, JobKind, job_kind_named
 from airflow_gang.plugins.errors import PageError
 from airflow_gang.plugins.identity import label_of
 from airflow_gang.plugins.summaries import STATES
@@ -30,6 +31,7 @@ class JobFilter:
     until: dt.datetime | None = None
     limit: int = DEFAULT_PAGE_SIZE
     offset: int = 0
+    kind: str | None = None
 
     @classmethod
     def parse(
@@ -44,6 +46,7 @@ class JobFilter:
         until: str | None = None,
         limit: int = DEFAULT_PAGE_SIZE,
         offset: int = 0,
+        kind: str | None = None,
     ) -> JobFilter:
         states = tuple(s.strip().lower() for s in (state or "").split(",") if s.strip())
         unknown = [s for s in states if s not in STATES]
@@ -63,7 +66,19 @@ class JobFilter:
             _moment("until", until),
             limit,
             offset,
+            job_kind.kind if (job_kind := parse_kind(kind)) else None,
         )
+
+
+def parse_kind(kind: str | None) -> JobKind | None:
+    """The `JobKind` a ``kind`` query parameter names (case-insensitive), None for none; 400 for
+    another word."""
+    if not kind:
+        return None
+    by_lower = {name.lower(): name for name in JOB_KINDS}
+    if kind.lower() not in by_lower:
+        raise PageError(400, "bad_request", f"unknown kind {kind!r}: choose from {', '.join(JOB_KINDS)}")
+    return job_kind_named(by_lower[kind.lower()])
 
 
 def _moment(field_name: str, value: str | None) -> dt.datetime | None:
@@ -79,6 +94,8 @@ def _moment(field_name: str, value: str | None) -> dt.datetime | None:
 
 
 def matches(row: JsonDict, job_filter: JobFilter) -> bool:
+    if job_filter.kind is not None and row.get("kind", "PyTorchJob") != job_filter.kind:
+        return False
     if job_filter.queue is not None and (row["queue"] or NO_QUEUE) != job_filter.queue:
         return False
     if job_filter.since is not None or job_filter.until is not None:

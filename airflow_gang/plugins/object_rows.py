@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from airflow_gang.gang_state import REPLICA_INDEX_LABEL, REPLICA_TYPE_LABEL
+from airflow_gang.job_kinds import PYTORCHJOB, JobKind
 
 JsonDict = dict[str, Any]
 MAX_EVENTS = 50
@@ -35,9 +35,9 @@ def condition_rows(obj: JsonDict | None) -> list[JsonDict]:
     ]
 
 
-def _container_state(pod: JsonDict) -> JsonDict:
+def _container_state(pod: JsonDict, container: str) -> JsonDict:
     statuses = ((pod.get("status") or {}).get("containerStatuses")) or []
-    status = next((s for s in statuses if s.get("name") == "pytorch"), statuses[0] if statuses else {})
+    status = next((s for s in statuses if s.get("name") == container), statuses[0] if statuses else {})
     state = status.get("state") or {}
     terminated = state.get("terminated") or (status.get("lastState") or {}).get("terminated") or {}
     waiting = state.get("waiting") or {}
@@ -48,8 +48,9 @@ def _container_state(pod: JsonDict) -> JsonDict:
     }
 
 
-def pod_row(pod: JsonDict) -> JsonDict:
-    """A replica pod: which replica, where it runs (node), its phase and how its container ended."""
+def pod_row(pod: JsonDict, job_kind: JobKind = PYTORCHJOB) -> JsonDict:
+    """A replica pod: which replica, where it runs (node), its phase and how its container ended
+    (a TrainJob's: replica type ``node``, index its rank)."""
     metadata = _metadata(pod)
     labels = metadata.get("labels") or {}
     status = pod.get("status") or {}
@@ -63,30 +64,30 @@ def pod_row(pod: JsonDict) -> JsonDict:
     )
     return {
         "name": metadata.get("name"),
-        "replica_type": labels.get(REPLICA_TYPE_LABEL),
-        "replica_index": labels.get(REPLICA_INDEX_LABEL),
+        "replica_type": labels.get(job_kind.replica_type_label),
+        "replica_index": labels.get(job_kind.replica_index_label),
         "phase": status.get("phase"),
         "node": (pod.get("spec") or {}).get("nodeName"),
         "started_at": status.get("startTime"),
         "unschedulable": unschedulable,
         "deleting": bool(metadata.get("deletionTimestamp")),
-        **_container_state(pod),
+        **_container_state(pod, job_kind.container),
     }
 
 
-def _pod_sort_key(pod: JsonDict) -> tuple[int, str, int]:
+def _pod_sort_key(pod: JsonDict, job_kind: JobKind) -> tuple[int, str, int]:
     labels = _metadata(pod).get("labels") or {}
-    kind = str(labels.get(REPLICA_TYPE_LABEL) or "")
+    kind = str(labels.get(job_kind.replica_type_label) or "")
     try:
-        index = int(labels.get(REPLICA_INDEX_LABEL) or 0)
+        index = int(labels.get(job_kind.replica_index_label) or 0)
     except ValueError:
         index = 0
-    return (0 if kind.lower() == "master" else 1, kind, index)
+    return (0 if kind.lower() == job_kind.leader.lower() else 1, kind, index)
 
 
-def pod_rows(pods: Iterable[JsonDict]) -> list[JsonDict]:
-    """Pods Master first, then by replica type and index."""
-    return [pod_row(pod) for pod in sorted(pods, key=_pod_sort_key)]
+def pod_rows(pods: Iterable[JsonDict], job_kind: JobKind = PYTORCHJOB) -> list[JsonDict]:
+    """Pods leader first (a PyTorchJob's Master), then by replica type and index (rank)."""
+    return [pod_row(pod, job_kind) for pod in sorted(pods, key=lambda pod: _pod_sort_key(pod, job_kind))]
 
 
 def event_row(event: JsonDict) -> JsonDict:

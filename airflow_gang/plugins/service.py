@@ -29,17 +29,10 @@ from airflow_gang.plugins.identity import (
     task_instance_path,
     task_view,
 )
-from airflow_gang.plugins.job_filter import NO_QUEUE, JobFilter, matches
+from airflow_gang.plugins.job_filter import NO_QUEUE, JobFilter, matches, parse_kind
 from airflow_gang.plugins.metadata import MetadataReader
 from airflow_gang.plugins.object_rows import condition_rows, event_rows, pod_rows
-from airflow_gang.plugins.summaries import (
-    STATES,
-    job_summary,
-    podgroup_view,
-    queue_row,
-    replica_rows,
-    timeline_of,
-)
+from airflow_gang.plugins.summaries import STATES, podgroup_view, queue_row, replica_rows, timeline_of
 
 JsonDict = dict[str, Any]
 Identities = tuple[LabelIdentity | None, TaskIdentity | None]
@@ -134,7 +127,7 @@ class GangPageService:
             label, identity = identities[record.job["metadata"].get("uid") or record.name]
             if not self._visible(identity):
                 continue
-            row = job_summary(record.job, record.podgroup, record.pods, now, record.events)
+            row = record.summary(now)
             row["managed"] = label is not None
             row["airflow"] = identity_view(label, identity, self.base_path)
             rows.append(Row(row, partial(dict, row), _live_timeline(record, row)))
@@ -224,13 +217,16 @@ class GangPageService:
         ]
         return {"queues": queues, "now": _now().isoformat(), "warnings": self.warnings}
 
-    def job(self, namespace: str, name: str) -> JsonDict:
-        """Everything about one job: conditions, PodGroup, replicas, pods, events, progress."""
+    def job(self, namespace: str, name: str, kind: str | None = None) -> JsonDict:
+        """Everything about one job: conditions, PodGroup, replicas, pods, events, progress.
+
+        :param kind: ``PyTorchJob`` or ``TrainJob``; None: a PyTorchJob of that name, else a TrainJob.
+        """
         self._check_namespace(namespace)
-        record = self.reader.job(namespace, name)
-        not_found = PageError(
-            404, "not_found", f"PyTorchJob {namespace}/{name} does not exist, and no Airflow task recorded it"
-        )
+        job_kind = parse_kind(kind)
+        record = self.reader.job(namespace, name, job_kind)
+        what = f"{job_kind.kind if job_kind else 'Gang job'} {namespace}/{name}"
+        not_found = PageError(404, "not_found", f"{what} does not exist, and no Airflow task recorded it")
         if record is None:
             return self._recorded_job(namespace, name, not_found)
         label, identity = self._identities([record])[record.job["metadata"].get("uid") or record.name]
@@ -238,13 +234,13 @@ class GangPageService:
             raise not_found  # do not tell who cannot read the DAG that the job exists
         now = _now()
         events = self.reader.events(record)
-        summary = job_summary(record.job, record.podgroup, record.pods, now, events)
+        summary = record.summary(now, events)
         summary["managed"] = label is not None
         airflow = identity_view(label, identity, self.base_path)
         if airflow is not None and identity is not None:
             airflow["task_instance"] = self.metadata.task_instance(identity)
             airflow["waited_by"] = self._waiters(namespace, name)
-        timeline = timeline_of(record.job, record.pods)
+        timeline = timeline_of(record.job, record.pods, record.job_kind)
         metadata = record.job.get("metadata") or {}
         if summary["state"] == "queued" and record.podgroup is not None:
             capacity = read_capacity(self.reader.hook, self.reader.namespaces)
@@ -254,8 +250,8 @@ class GangPageService:
             "job": summary,
             "conditions": condition_rows(record.job),
             "podgroup": podgroup_view(record.podgroup),
-            "replicas": replica_rows(record.job),
-            "pods": pod_rows(record.pods),
+            "replicas": replica_rows(record.job, record.job_kind, record.pods, summary["replicas_total"]),
+            "pods": pod_rows(record.pods, record.job_kind),
             "events": event_rows(events),
             "labels": {k: v for k, v in (metadata.get("labels") or {}).items() if k.startswith(LABEL_PREFIX)},
             "airflow": airflow,
@@ -268,22 +264,25 @@ class GangPageService:
             "generated_at": now.isoformat(),
         }
 
-    def act(self, namespace: str, name: str, action: str) -> JsonDict:
+    def act(self, namespace: str, name: str, action: str, kind: str | None = None) -> JsonDict:
         """Delete, suspend or resume a live job (`actions`), if the viewer may change its DAG."""
         self._check_namespace(namespace)
-        record = self.reader.job(namespace, name)
+        job_kind = parse_kind(kind)
+        record = self.reader.job(namespace, name, job_kind)
+        what = f"{job_kind.kind if job_kind else 'Gang job'} {namespace}/{name}"
+        gone = PageError(404, "not_found", f"{what} does not exist (any more)")
         if record is None:
-            raise PageError(404, "not_found", f"PyTorchJob {namespace}/{name} does not exist (any more)")
+            raise gone
         label, identity = self._identities([record])[record.job["metadata"].get("uid") or record.name]
         if label is None or identity is None:
             raise PageError(
                 403,
                 "not_airflows",
-                f"PyTorchJob {namespace}/{name} was not submitted by an Airflow task, so no DAG's "
+                f"{record.kind} {namespace}/{name} was not submitted by an Airflow task, so no DAG's "
                 "permissions cover it: change it with kubectl",
             )
         if not self._visible(identity):
-            raise PageError(404, "not_found", f"PyTorchJob {namespace}/{name} does not exist (any more)")
+            raise gone
         if not self.access.can_edit_dag(identity):
             raise PageError(
                 403,
@@ -292,11 +291,17 @@ class GangPageService:
                 "permission to change its task instances (as clearing or marking them does); ask an "
                 "Airflow admin for it",
             )
-        summary = job_summary(record.job, record.podgroup, record.pods, _now())
+        summary = record.summary(_now(), [])
         actions.check_allowed(action, record, summary)
         outcome = actions.perform(action, record, summary, self.reader.hook, self.access.user_name)
         actions.audit(action, identity, record, self.access.user_name, outcome)
-        return {"action": action, "name": name, "namespace": namespace, "message": outcome}
+        return {
+            "action": action,
+            "kind": record.kind,
+            "name": name,
+            "namespace": namespace,
+            "message": outcome,
+        }
 
     def _recorded_job(self, namespace: str, name: str, not_found: PageError) -> JsonDict:
         """A job whose objects are gone, as its task recorded it (404 if none did)."""
@@ -366,7 +371,7 @@ def _timeline_order(entry: JsonDict) -> tuple[str, str]:
 
 def _live_timeline(record: JobRecord, row: JsonDict) -> Callable[[], JsonDict | None]:
     def draw() -> JsonDict | None:
-        timeline = timeline_of(record.job, record.pods)
+        timeline = timeline_of(record.job, record.pods, record.job_kind)
         return timeline.to_json() if timeline is not None else None
 
     return draw

@@ -14,16 +14,12 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from airflow_gang.gang_state import (
-    JOB_NAME_LABEL,
-    GangStatus,
-    gang_status,
-    last_true_condition,
-)
-from airflow_gang.job_kinds import PYTORCHJOB
+from airflow_gang.gang_state import JOB_NAME_LABEL, GangStatus, gang_status
+from airflow_gang.job_kinds import PYTORCHJOB, TRAINJOB, JobKind
 from airflow_gang.jobs.history import ENDED_STATES, GPU, gang_resources
 from airflow_gang.k8s_objects import pod_requests
 from airflow_gang.plugins.object_rows import condition_rows, event_row
+from airflow_gang.plugins.trainjob_rows import NODE, inferred_mode, node_rows
 from airflow_gang.quantity import parse_quantity
 from airflow_gang.timeline import JobTimeline, job_timeline
 
@@ -107,13 +103,22 @@ def pods_by_job(pods: Iterable[JsonDict]) -> dict[str, list[JsonDict]]:
     return grouped
 
 
-def replica_counts(job: JsonDict) -> dict[str, int]:
-    """``{"Master": 1, "Worker": 3}``: desired replicas per type."""
-    return PYTORCHJOB.replica_counts(job)
+def replica_counts(job: JsonDict, job_kind: JobKind = PYTORCHJOB, replicas: int = 0) -> dict[str, int]:
+    """``{"Master": 1, "Worker": 3}``, ``{"Node": 2}``: desired replicas per type (a TrainJob
+    taking its node count from its runtime: ``replicas``, its gang's size)."""
+    counts = job_kind.replica_counts(job)
+    if not counts and job_kind is TRAINJOB and replicas:
+        return {NODE: replicas}
+    return counts
 
 
-def replica_rows(job: JsonDict) -> list[JsonDict]:
-    """Per replica type: desired, and the training-operator's active/succeeded/failed counts."""
+def replica_rows(
+    job: JsonDict, job_kind: JobKind = PYTORCHJOB, pods: Sequence[JsonDict] = (), replicas: int = 0
+) -> list[JsonDict]:
+    """Per replica type: desired, and the training-operator's active/succeeded/failed counts
+    (a TrainJob's nodes: its pods' phases)."""
+    if job_kind is not PYTORCHJOB:
+        return node_rows(job_kind, job, pods, replicas)
     statuses = ((job.get("status") or {}).get("replicaStatuses")) or {}
     rows = []
     for kind, desired in replica_counts(job).items():
@@ -130,10 +135,12 @@ def replica_rows(job: JsonDict) -> list[JsonDict]:
     return rows
 
 
-def timeline_of(job: JsonDict, pods: Sequence[JsonDict]) -> JobTimeline | None:
+def timeline_of(
+    job: JsonDict, pods: Sequence[JsonDict], job_kind: JobKind = PYTORCHJOB
+) -> JobTimeline | None:
     """The job's timeline, or None for an object too incomplete to have one."""
     try:
-        return job_timeline(job, pods)
+        return job_timeline(job, pods, job_kind)
     except (ValueError, TypeError):
         return None
 
@@ -203,7 +210,7 @@ def _number(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else f"{value:g}"
 
 
-def _reason(status: GangStatus, job: JsonDict, gate: str | None) -> str | None:
+def _reason(status: GangStatus, job: JsonDict, gate: str | None, job_kind: JobKind) -> str | None:
     if status.phase.value == "queued":
         # A Pending gang has not passed Volcano's enqueue gate: the gate's own reason (queue
         # quota, cluster overused) says more than the allocation message of a condition.
@@ -211,9 +218,17 @@ def _reason(status: GangStatus, job: JsonDict, gate: str | None) -> str | None:
             return gate
         return status.message or gate
     if status.phase.value == "failed":
-        condition = last_true_condition(job) or {}
-        return str(condition.get("message") or "") or None
+        return job_kind.state(job)[1] or None
     return None
+
+
+def suspended(job: JsonDict, job_kind: JobKind = PYTORCHJOB) -> bool:
+    """Whether the job is suspended: a PyTorchJob's ``spec.runPolicy.suspend``, a TrainJob's
+    ``spec.suspend``."""
+    spec = job.get("spec") or {}
+    if job_kind is PYTORCHJOB:
+        return bool((spec.get("runPolicy") or {}).get("suspend"))
+    return bool(spec.get("suspend"))
 
 
 def job_summary(
@@ -222,19 +237,29 @@ def job_summary(
     pods: Sequence[JsonDict],
     now: dt.datetime,
     events: Iterable[JsonDict] = (),
+    *,
+    job_kind: JobKind = PYTORCHJOB,
+    gang_scheduling: str | None = None,
 ) -> JsonDict:
-    """One row of the jobs table.
+    """One row of the jobs table (``kind`` says PyTorchJob or TrainJob).
 
     ``queued_seconds`` is the admission wait (still counting while queued); ``run_seconds``
     the time since admission (still counting while running). ``reason`` says why a queued
     gang waits (while its PodGroup is Pending, the newest Unschedulable event among
     ``events``: why Volcano does not enqueue it; else the PodGroup's Unschedulable
-    condition) or why a failed job failed.
+    condition) or why a failed job failed. ``warning`` says a job meant to be a gang is not one.
+
+    :param job_kind: the job's kind.
+    :param gang_scheduling: the job's gang mode when known otherwise (a TrainJob's runtime's);
+        None: as its objects show it.
     """
     metadata = _metadata(job)
-    mode = gang_mode(job, podgroup)
-    status = gang_status(job, podgroup, list(pods), mode)
-    timeline = timeline_of(job, pods)
+    if gang_scheduling is not None:
+        mode = gang_scheduling
+    else:
+        mode = gang_mode(job, podgroup) if job_kind is PYTORCHJOB else inferred_mode(podgroup, pods)
+    status = gang_status(job, podgroup, list(pods), mode, job_kind)
+    timeline = timeline_of(job, pods, job_kind)
     queued_at = timeline.queued_at if timeline else _time(metadata.get("creationTimestamp"))
     admitted_at = timeline.admitted_at if timeline else None
     finished_at = timeline.finished_at if timeline else None
@@ -243,12 +268,13 @@ def job_summary(
     gpus = gang_resources(job).get(GPU, 0.0)
     run_seconds = _seconds(admitted_at, finished_at or (None if still_queued else now))
     return {
+        "kind": job_kind.kind,
         "name": metadata.get("name"),
         "namespace": metadata.get("namespace"),
         "uid": metadata.get("uid"),
         "created_at": metadata.get("creationTimestamp"),
         "deleting": bool(metadata.get("deletionTimestamp")),
-        "suspended": bool(((job.get("spec") or {}).get("runPolicy") or {}).get("suspend")),
+        "suspended": suspended(job, job_kind),
         "queue": status.queue,
         "state": STUCK if stuck else status.phase.value,
         "job_condition": status.job_condition,
@@ -256,11 +282,13 @@ def job_summary(
         "podgroup": _metadata(podgroup).get("name") if podgroup is not None else None,
         "podgroup_phase": status.podgroup_phase,
         "min_member": status.min_member,
-        "replicas": replica_counts(job),
+        "replicas": replica_counts(job, job_kind, status.replicas),
         "replicas_total": status.replicas,
         "replicas_bound": status.bound,
         "replicas_running": status.running,
-        "reason": stuck or _reason(status, job, enqueue_failure(events, _metadata(podgroup).get("name"))),
+        "reason": stuck
+        or _reason(status, job, enqueue_failure(events, _metadata(podgroup).get("name")), job_kind),
+        "warning": status.warning or None,
         "queued_at": queued_at.isoformat() if queued_at else None,
         "admitted_at": admitted_at.isoformat() if admitted_at else None,
         "finished_at": finished_at.isoformat() if finished_at else None,

@@ -29,6 +29,7 @@ from airflow_gang.hooks.gang import GangJobHook
 from airflow_gang.hooks.retrying import WAIT_RETRY_POLICY
 from airflow_gang.job_kinds import job_kind_named
 from airflow_gang.jobs import cleanup, history, observation, task_store
+from airflow_gang.jobs.failure_memory import FailureMemory
 from airflow_gang.jobs.wait_plan import WaitFor, WaitPlan
 from airflow_gang.outage import DEFAULT_API_UNAVAILABLE_TIMEOUT, Outage, unavailable_timeout_seconds
 from airflow_gang.timeline import finished_at, parse_time
@@ -264,8 +265,9 @@ class _GangJobSensor(BaseSensorOperator):
     def _complete(self, ended: GangEvent) -> None:
         if ended.status is EventStatus.FAILED:
             with self.hook.retries(WAIT_RETRY_POLICY):
+                seen = FailureMemory.from_json(self.kind, ended.failure)
                 raise observation.failure_error(
-                    self.hook, self.job_name, ended.namespace, self.log_tail_lines, self.kind
+                    self.hook, self.job_name, ended.namespace, self.log_tail_lines, self.kind, seen=seen
                 )
         if ended.is_execution_timeout:
             # The sensor's own ``timeout``, as in poke mode: soft_fail then skips the task.

@@ -84,6 +84,7 @@ class GangEvent:
     finished_at: str | None
     reattached: bool  # the try had taken over an earlier try's job
     job_kind: str = "PyTorchJob"
+    failure: JsonDict | None = None  # the failing replica the wait saw (`FailureMemory`)
 
     @classmethod
     def of(cls, payload: JsonDict) -> GangEvent:
@@ -103,6 +104,7 @@ class GangEvent:
             finished_at=timeline.get("finished_at"),
             reattached=bool((payload.get("wait") or {}).get("reattached")),
             job_kind=str(payload.get("kind") or "PyTorchJob"),
+            failure=payload.get("failure"),
         )
 
     @property

@@ -45,9 +45,10 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 from airflow_gang.exceptions import GangApiError
 from airflow_gang.gang_state import GangPhase, GangSnapshot
 from airflow_gang.job_kinds import job_kind_named
+from airflow_gang.jobs.failure_memory import FailureMemory
 from airflow_gang.jobs.wait_plan import WaitFor
 from airflow_gang.outage import DEFAULT_API_UNAVAILABLE_TIMEOUT, Outage, is_outage
-from airflow_gang.triggers import watch_cache
+from airflow_gang.triggers import looks, watch_cache
 from airflow_gang.triggers.change_feed import ChangeFeed
 from airflow_gang.triggers.deletion import delete_gang, on_kill_budget_seconds
 from airflow_gang.triggers.events import (
@@ -267,6 +268,7 @@ class GangJobTrigger(BaseTrigger):
         waiting_for_admission = self.wait_for in ("admission", "both") and self.admitted_at is None
         outage = Outage(f"{self.job_kind} {self.namespace}/{self.name}", timeout=self.api_unavailable_timeout)
         last_line = ""
+        memory = FailureMemory(self.kind)
         while True:
             feed.changed.clear()
             try:
@@ -287,6 +289,8 @@ class GangJobTrigger(BaseTrigger):
             if (message := outage.recovered()) is not None:
                 self.log.info(message)
             status = seen.status
+            if (failure := memory.noticed(seen.pods)) is not None:
+                memory.tail = await looks.log_tail(hook, self.kind, failure.pod, self.namespace)
             line = status.describe()
             if line != last_line:
                 self.log.info("gang job %s/%s: %s", self.namespace, self.name, line)
@@ -318,7 +322,10 @@ class GangJobTrigger(BaseTrigger):
                 if self.wait_for == "admission":
                     return gang_event(self, "admitted", seen, "")
             if status.finished:
-                return gang_event(self, status.phase.value, seen, status.message)
+                return {
+                    **gang_event(self, status.phase.value, seen, status.message),
+                    "failure": memory.to_json(),
+                }
             if waiting_for_admission and past(self.admission_deadline):
                 await self._delete(hook)
                 return gang_event(
@@ -346,14 +353,9 @@ class GangJobTrigger(BaseTrigger):
                     await feed.changed.wait()
 
     async def _observe(self, hook: AsyncGangJobHook) -> GangSnapshot:
-        job = await hook.get_job(self.kind, self.name, self.namespace)
-        if job is not None and job["metadata"].get("uid") != self.uid:
-            job = None  # a new job under the same name is not ours
-        podgroup = (
-            await hook.get_podgroup(self.name, self.namespace) if self.gang_scheduling != "disabled" else None
+        return await looks.observe(
+            hook, self.kind, self.name, self.namespace, uid=self.uid, gang_scheduling=self.gang_scheduling
         )
-        pods = await hook.list_job_pods(self.name, self.namespace, self.kind) if job is not None else []
-        return GangSnapshot.of(job, podgroup, pods, self.gang_scheduling, self.kind)
 
     async def _delete(self, hook: AsyncGangJobHook, timeout: float = _DELETE_CONFIRM_SECONDS) -> bool:
         return await delete_gang(

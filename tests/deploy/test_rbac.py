@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from airflow_gang.hooks import REQUIRED_PERMISSIONS
-from airflow_gang.hooks.kinds import QUEUES
+from airflow_gang.hooks.kinds import CLUSTER_TRAINING_RUNTIMES, QUEUES, TRAINING_RUNTIMES
 from airflow_gang.plugins.capacity_reader import CLUSTER_READ_PERMISSIONS
 
 RBAC_FILE = Path(__file__).resolve().parents[2] / "deploy" / "rbac.yaml"
@@ -23,7 +23,7 @@ RBAC_API = "rbac.authorization.k8s.io/v1"
 Permission = tuple[str, str, str]
 
 # Cluster-scoped resources cannot be granted by a namespaced Role.
-CLUSTER_SCOPED = {(QUEUES.group, QUEUES.plural)}
+CLUSTER_SCOPED = {(kind.group, kind.plural) for kind in (QUEUES, CLUSTER_TRAINING_RUNTIMES)}
 
 
 def documents() -> list[dict[str, Any]]:
@@ -69,6 +69,7 @@ def test_roles_grant_exactly_the_required_permissions() -> None:
     assert required - namespaced == {
         ("scheduling.volcano.sh", "queues", "get"),
         ("scheduling.volcano.sh", "queues", "list"),
+        ("trainer.kubeflow.org", "clustertrainingruntimes", "get"),
     }
     assert granted(cluster_role) == (required - namespaced) | set(CLUSTER_READ_PERMISSIONS)
     assert set(CLUSTER_READ_PERMISSIONS) == {
@@ -111,3 +112,19 @@ def test_both_bindings_name_the_same_service_account() -> None:
     (namespaced,) = of_kind("RoleBinding")
     (cluster,) = of_kind("ClusterRoleBinding")
     assert namespaced["subjects"] == cluster["subjects"]
+
+
+def test_the_scopes_assumed_here_are_the_kinds_own() -> None:
+    assert not QUEUES.namespaced
+    assert not CLUSTER_TRAINING_RUNTIMES.namespaced
+    assert TRAINING_RUNTIMES.namespaced
+
+
+def test_trainjobs_get_the_same_lifecycle_verbs_as_pytorchjobs() -> None:
+    """TrainJobOperator goes through the same submit/take-over/wait/delete/suspend steps."""
+    (role,) = of_kind("Role")
+    verbs: dict[tuple[str, str], set[str]] = {}
+    for group, resource, verb in granted(role):
+        verbs.setdefault((group, resource), set()).add(verb)
+    assert verbs[("trainer.kubeflow.org", "trainjobs")] == verbs[("kubeflow.org", "pytorchjobs")]
+    assert verbs[("trainer.kubeflow.org", "trainingruntimes")] == {"get"}

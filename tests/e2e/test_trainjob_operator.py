@@ -28,7 +28,7 @@ from airflow_gang.operators.train_job import TrainJobOperator
 
 with DAG("__DAG_ID__", schedule=None, start_date=dt.datetime(2026, 1, 1), catchup=False) as dag:
     train = TrainJobOperator(
-        task_id="train", image="ghcr.io/acme/train:1", command=["torchrun", "train.py"], num_nodes=2,
+        task_id="train", image="ghcr.io/acme/train:1", command=["torchrun", "train.py"], num_nodes=__NODES__,
         resources_per_node={"nvidia.com/gpu": 1}, deferrable=__DEFERRABLE__, poll_interval=0.2,
         admission_timeout=__ADMISSION__, runtime=__RUNTIME__, queue=__QUEUE__, retries=0,
         delete_on_finish="always",
@@ -53,6 +53,7 @@ def run(
     runtime: str = "torch-distributed",
     queue: str | None = "research",
     admission: float = 60,
+    nodes: int = 2,
 ) -> tuple[dict[str, str], dict[str, Any] | None]:
     out = tmp_path / "out.json"
     dag = write_dag(
@@ -62,6 +63,7 @@ def run(
         runtime=runtime,
         queue=queue,
         admission=admission,
+        nodes=nodes,
         annotations=annotations or {"sim.airflow-gang.io/duration": "0.5"},
     )
     dag_run = dag.test()
@@ -121,6 +123,7 @@ def test_a_runtime_without_a_podgroup_policy_is_not_a_gang_and_its_timeout_says_
             runtime="torch-distributed-no-gang",
             queue=None,
             admission=4,
+            nodes=4,
             annotations={"sim.airflow-gang.io/duration": "60"},
         )
     finally:
@@ -154,6 +157,7 @@ def test_a_priority_class_is_refused_with_the_way_to_set_one(
         runtime="torch-distributed",
         queue="research",
         admission=60,
+        nodes=2,
         annotations={},
     )
     assert task_states(dag.test())["train"] == "failed"

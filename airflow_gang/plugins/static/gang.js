@@ -104,8 +104,14 @@
     return hours >= 10 ? hours.toFixed(0) : hours >= 0.01 ? hours.toFixed(2) : "<0.01";
   }
 
-  function jobUrl(namespace, name) {
-    return `${ROOT}/jobs/${encodeURIComponent(namespace)}/${encodeURIComponent(name)}`;
+  // A job's kind rides in the query string (?kind=TrainJob): a PyTorchJob and a TrainJob may
+  // share a name. Without it the server looks for a PyTorchJob first.
+  function kindQuery(kind) {
+    return kind ? `?kind=${encodeURIComponent(kind)}` : "";
+  }
+
+  function jobUrl(namespace, name, kind) {
+    return `${ROOT}/jobs/${encodeURIComponent(namespace)}/${encodeURIComponent(name)}${kindQuery(kind)}`;
   }
 
   function badge(state, prefix) {
@@ -154,7 +160,7 @@
   // Delete, suspend or resume a job (POST /api/jobs/<ns>/<name>/<action>); the server checks
   // the user may change the job's DAG and writes Airflow's audit log.
   async function act(job, action) {
-    const path = `/jobs/${encodeURIComponent(job.namespace)}/${encodeURIComponent(job.name)}/${action}`;
+    const path = `/jobs/${encodeURIComponent(job.namespace)}/${encodeURIComponent(job.name)}/${action}${kindQuery(job.kind)}`;
     let response;
     try {
       response = await fetch(`${ROOT}/api${path}`, {
@@ -329,8 +335,10 @@
     const replicas = finished ? `${job.replicas_total} replicas` : `${job.replicas_running}/${job.replicas_total} running` +
       (job.replicas_bound !== job.replicas_running ? `, ${job.replicas_bound} bound` : "");
     const deleted = job.live ? null : el("span", { class: "deleted", title: "its objects were deleted; as its task recorded it" }, "deleted");
-    return el("tr", { dataset: { job: `${job.namespace}/${job.name}`, state: job.state, live: String(job.live) } },
-      el("td", { class: "name" }, el("a", { href: jobUrl(job.namespace, job.name), class: "job-link" }, job.name), deleted),
+    const reason = [job.reason, job.warning].filter(Boolean).join(" · ");
+    return el("tr", { dataset: { job: `${job.namespace}/${job.name}`, kind: job.kind || "", state: job.state, live: String(job.live) } },
+      el("td", { class: "name" }, el("a", { href: jobUrl(job.namespace, job.name, job.kind), class: "job-link" }, job.name), deleted),
+      el("td", { class: "kind" }, job.kind || "PyTorchJob"),
       el("td", {}, job.namespace),
       el("td", {}, job.queue || "–"),
       el("td", {}, badge(job.state)),
@@ -341,7 +349,7 @@
       el("td", { class: "num" }, duration(job.queued_seconds)),
       el("td", { class: "num" }, duration(job.run_seconds)),
       el("td", { class: "num gpu-hours", title: job.gpus ? `${job.gpus} GPUs` : "no GPUs" }, gpuHours(job.gpu_seconds)),
-      el("td", { class: "reason", title: job.reason || "" }, el("span", {}, job.reason || "")),
+      el("td", { class: "reason", title: reason }, el("span", {}, reason)),
       el("td", {}, airflowCell(job.airflow)),
       el("td", {}, actionButtons(job, "rows-action-note", () => tick(loadJobsView))));
   }
@@ -444,7 +452,7 @@
       const queued = new Date(job.queued_at).getTime();
       const admitted = job.admitted_at ? new Date(job.admitted_at).getTime() : null;
       const finished = job.finished_at ? new Date(job.finished_at).getTime() : null;
-      const link = svg("a", { href: jobUrl(job.namespace, job.name), "data-job": `${job.namespace}/${job.name}` });
+      const link = svg("a", { href: jobUrl(job.namespace, job.name, job.kind), "data-job": `${job.namespace}/${job.name}` });
       if (!single) {
         link.append(svg("text", { x: label - 8, y: y + 16, "text-anchor": "end", class: "label" }, job.name));
       }
@@ -555,7 +563,7 @@
     state.textContent = job.state;
     state.className = `badge state-${job.state}`;
     clear(document.getElementById("job-cards")).append(
-      card("Gang", [["queue", job.queue], ["PodGroup", job.podgroup_phase], ["gang size", job.min_member],
+      card("Gang", [["kind", job.kind], ["queue", job.queue], ["PodGroup", job.podgroup_phase], ["gang size", job.min_member],
         ["scheduling", job.gang_scheduling]]),
       card("Job", [["condition", job.job_condition], ["replicas", Object.entries(job.replicas).map(([k, v]) => `${v} ${k}`).join(", ")],
         ["running", job.live ? `${job.replicas_running}/${job.replicas_total}` : "–"],
@@ -647,7 +655,8 @@
   }
 
   async function loadJobView() {
-    const path = `/jobs/${encodeURIComponent(body.dataset.namespace)}/${encodeURIComponent(body.dataset.name)}`;
+    const kind = new URLSearchParams(window.location.search).get("kind");
+    const path = `/jobs/${encodeURIComponent(body.dataset.namespace)}/${encodeURIComponent(body.dataset.name)}${kindQuery(kind)}`;
     try {
       renderJob(await api(path));
       hideError();
