@@ -6,12 +6,12 @@ Never because the API could not be read. The plan is the same from a worker, the
 reaper and the triggerer; `airflow_gang.jobs.cleanup` (sync) and
 `airflow_gang.triggers.deletion` (async) only carry it out:
 
-1. delete the PyTorchJob, Foreground, under its uid: a same-named job of another try or owner
+1. delete the job (PyTorchJob or TrainJob), Foreground, under its uid: a same-named job of another try or owner
    answers 409 and is left alone (`not_ours`);
 2. unless gang scheduling is disabled, delete its PodGroup under the PodGroup's own uid, unless
    it is owned by another object (`podgroup_to_delete`). A PodGroup already gone is fine: a
-   training-operator with ``--gang-scheduler-name=volcano`` deletes it when the job finishes or is
-   suspended, and the garbage collector with the job;
+   training-operator with ``--gang-scheduler-name=volcano`` (or Trainer's Volcano plugin) deletes
+   it when the job finishes or is suspended, and the garbage collector with the job;
 3. confirm: the job of that uid gone, the PodGroup gone (not with gang scheduling disabled: a
    cluster without Volcano has no PodGroups to read), then the job's pods gone.
 """
@@ -28,9 +28,9 @@ JsonDict = dict[str, Any]
 
 
 class Step(StrEnum):
-    DELETE_JOB = "delete the PyTorchJob"
+    DELETE_JOB = "delete the job"
     DELETE_PODGROUP = "delete the PodGroup"
-    CONFIRM_JOB_GONE = "confirm the PyTorchJob is gone"
+    CONFIRM_JOB_GONE = "confirm the job is gone"
     CONFIRM_PODGROUP_GONE = "confirm the PodGroup is gone"
     CONFIRM_PODS_GONE = "confirm the pods are gone"
 

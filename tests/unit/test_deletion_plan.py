@@ -8,7 +8,7 @@ from airflow_gang.exceptions import GangApiError
 from airflow_gang.jobs.deletion import Step, deletion_plan, not_ours, podgroup_to_delete
 
 
-@pytest.mark.parametrize("gang", [None, "provider", "training-operator"])
+@pytest.mark.parametrize("gang", [None, "provider", "training-operator", "trainer"])
 def test_a_gang_job_is_deleted_job_first_then_its_podgroup_then_confirmed(gang: str | None) -> None:
     assert deletion_plan(gang) == (
         Step.DELETE_JOB,
