@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from airflow_gang.job_kinds import TRAINJOB
 from airflow_gang.triggers.watch_cache import JOB_NAME_LABEL, WatchCache
 
 
@@ -106,3 +107,33 @@ def test_unsubscribed_triggers_are_forgotten() -> None:
         return {"after one": after_one, "after both": set(shared.subscribers)}
 
     assert asyncio.run(scenario()) == {"after one": {"x"}, "after both": set()}
+
+
+def test_a_trainjob_cache_follows_trainjobs_and_finds_their_pods_by_jobset_name() -> None:
+    async def scenario() -> dict[str, Any]:
+        shared = WatchCache(
+            ("cluster", "default", "TrainJob"), hook=None, namespace="default", job_kind=TRAINJOB
+        )  # type: ignore[arg-type]
+        subscription = shared.subscribe("tj")
+        node = {
+            "metadata": {
+                "name": "tj-node-0-0-abcde",
+                "resourceVersion": "2",
+                "labels": {"jobset.sigs.k8s.io/jobset-name": "tj", JOB_NAME_LABEL: "other"},
+            }
+        }
+        shared.followers["trainjob"]._apply("ADDED", obj("tj", 1))
+        shared.followers["pod"]._apply("ADDED", node)
+        job, _, pods = shared.snapshot("tj")
+        return {
+            "kinds": sorted(shared.followers),
+            "job": job,
+            "pods": pods,
+            "woken": subscription.changed.is_set(),
+        }
+
+    seen = asyncio.run(scenario())
+    assert seen["kinds"] == ["pod", "podgroup", "trainjob"]
+    assert seen["job"]["metadata"]["name"] == "tj"
+    assert [pod["metadata"]["name"] for pod in seen["pods"]] == ["tj-node-0-0-abcde"]
+    assert seen["woken"]
