@@ -6,8 +6,8 @@ Never because the API could not be read. The plan is the same from a worker, the
 reaper and the triggerer; `airflow_gang.jobs.cleanup` (sync) and
 `airflow_gang.triggers.deletion` (async) only carry it out:
 
-1. delete the job (PyTorchJob or TrainJob), Foreground, under its uid: a same-named job of another try or owner
-   answers 409 and is left alone (`not_ours`);
+1. delete the job (PyTorchJob or TrainJob), Foreground, under its uid: a same-named job of
+   another try or owner answers 409 and is left alone (`not_ours`);
 2. unless gang scheduling is disabled, delete its PodGroup under the PodGroup's own uid, unless
    it is owned by another object (`podgroup_to_delete`). A PodGroup already gone is fine: a
    training-operator with ``--gang-scheduler-name=volcano`` (or Trainer's Volcano plugin) deletes

@@ -36,6 +36,7 @@ from airflow_gang.plugins.summaries import STATES, podgroup_view, queue_row, rep
 
 JsonDict = dict[str, Any]
 Identities = tuple[LabelIdentity | None, TaskIdentity | None]
+ANY_KIND = "PyTorchJob or TrainJob"  # a job asked for without its kind
 
 
 @dataclass
@@ -225,7 +226,7 @@ class GangPageService:
         self._check_namespace(namespace)
         job_kind = parse_kind(kind)
         record = self.reader.job(namespace, name, job_kind)
-        what = f"{job_kind.kind if job_kind else 'Gang job'} {namespace}/{name}"
+        what = f"{job_kind.kind if job_kind else ANY_KIND} {namespace}/{name}"
         not_found = PageError(404, "not_found", f"{what} does not exist, and no Airflow task recorded it")
         if record is None:
             return self._recorded_job(namespace, name, not_found)
@@ -269,7 +270,7 @@ class GangPageService:
         self._check_namespace(namespace)
         job_kind = parse_kind(kind)
         record = self.reader.job(namespace, name, job_kind)
-        what = f"{job_kind.kind if job_kind else 'Gang job'} {namespace}/{name}"
+        what = f"{job_kind.kind if job_kind else ANY_KIND} {namespace}/{name}"
         gone = PageError(404, "not_found", f"{what} does not exist (any more)")
         if record is None:
             raise gone

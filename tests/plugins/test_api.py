@@ -291,7 +291,8 @@ def test_unknown_job_is_a_404(client: TestClient) -> None:
     assert answer.status_code == 404
     assert answer.json()["error"] == {
         "kind": "not_found",
-        "message": "PyTorchJob default/no-such-job does not exist, and no Airflow task recorded it",
+        "message": "PyTorchJob or TrainJob default/no-such-job does not exist, "
+        "and no Airflow task recorded it",
         "status": 404,
     }
 
@@ -440,9 +441,15 @@ def test_unreachable_cluster_is_a_502_saying_so(
 
 
 def test_missing_pytorchjob_crd_is_a_503_with_the_fix(client: TestClient, proxy: FaultProxy) -> None:
+    # Neither the training-operator nor Trainer v2 is served (one of them alone still lists the
+    # other's jobs: test_trainjob_rows.py).
     proxy.faults += [
         Fault("GET", "/apis/kubeflow.org/v1/namespaces/default/pytorchjobs", status=404, times=99),
         Fault("GET", "/apis/kubeflow.org/v1", status=404, times=99),
+        Fault(
+            "GET", "/apis/trainer.kubeflow.org/v1alpha1/namespaces/default/trainjobs", status=404, times=99
+        ),
+        Fault("GET", "/apis/trainer.kubeflow.org/v1alpha1", status=404, times=99),
     ]
     assert_error(
         client.get("/api/jobs"),

@@ -105,13 +105,15 @@
   }
 
   // A job's kind rides in the query string (?kind=TrainJob): a PyTorchJob and a TrainJob may
-  // share a name. Without it the server looks for a PyTorchJob first.
+  // share a name. Without it the server looks for a PyTorchJob first, so a PyTorchJob's page
+  // keeps its plain address.
   function kindQuery(kind) {
     return kind ? `?kind=${encodeURIComponent(kind)}` : "";
   }
 
   function jobUrl(namespace, name, kind) {
-    return `${ROOT}/jobs/${encodeURIComponent(namespace)}/${encodeURIComponent(name)}${kindQuery(kind)}`;
+    const query = kind && kind !== "PyTorchJob" ? kindQuery(kind) : "";
+    return `${ROOT}/jobs/${encodeURIComponent(namespace)}/${encodeURIComponent(name)}${query}`;
   }
 
   function badge(state, prefix) {
