@@ -258,3 +258,13 @@ def check_trainjob_name(name: str, num_nodes: int) -> None:
             f"use at most {limit} characters",
             "job_name",
         )
+
+
+def runtime_policy_mode(runtime: dict[str, Any]) -> str | None:
+    """The gang mode a runtime gives its TrainJobs: ``trainer`` with Volcano's ``podGroupPolicy``
+    (Trainer's Volcano plugin makes the PodGroup), ``disabled`` without a policy, None for another
+    policy (``coscheduling``: PodGroups that are not Volcano's)."""
+    policy = (runtime.get("spec") or {}).get("podGroupPolicy") or {}
+    if not policy:
+        return "disabled"
+    return "trainer" if "volcano" in policy else None

@@ -27,7 +27,7 @@ from airflow_gang.jobs import observation
 from airflow_gang.jobs.recipe import JobRecipe, trainjob_recipe
 from airflow_gang.operators.gang_job import GangJobOperator
 from airflow_gang.operators.trainjob_arguments import TrainJobArguments
-from airflow_gang.trainjob_spec import QUEUE_ANNOTATION, TrainJobSpec
+from airflow_gang.trainjob_spec import QUEUE_ANNOTATION, TrainJobSpec, runtime_policy_mode
 
 JsonDict = dict[str, Any]
 __all__ = ["TrainJobOperator", "runtime_gang_mode"]
@@ -43,11 +43,10 @@ def runtime_gang_mode(runtime: JsonDict) -> str:
 
     :raises GangSpecError: for another policy (``coscheduling``): its PodGroups are not Volcano's.
     """
+    mode = runtime_policy_mode(runtime)
+    if mode is not None:
+        return mode
     policy = (runtime.get("spec") or {}).get("podGroupPolicy") or {}
-    if not policy:
-        return "disabled"
-    if "volcano" in policy:
-        return "trainer"
     name = (runtime.get("metadata") or {}).get("name")
     raise GangSpecError(
         f"runtime={name!r} gang-schedules with {', '.join(sorted(policy))}, not Volcano: this provider waits "

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from airflow_gang.job_kinds import JobKind
+from airflow_gang.trainjob_spec import runtime_policy_mode
 
 JsonDict = dict[str, Any]
 CLUSTER_RUNTIME = "ClusterTrainingRuntime"
@@ -33,13 +34,9 @@ def runtime_ref(job: JsonDict) -> tuple[str, str] | None:
 
 def runtime_mode(runtime: JsonDict | None) -> str | None:
     """``trainer`` for a runtime with Volcano's podGroupPolicy, ``disabled`` for one without
-    any; None when the runtime is unknown or gang-schedules otherwise (then `inferred_mode`)."""
-    if runtime is None:
-        return None
-    policy = (runtime.get("spec") or {}).get("podGroupPolicy") or {}
-    if not policy:
-        return "disabled"
-    return "trainer" if "volcano" in policy else None
+    any (as `TrainJobOperator` decides); None when the runtime is unknown or gang-schedules
+    otherwise (then `inferred_mode`)."""
+    return None if runtime is None else runtime_policy_mode(runtime)
 
 
 def inferred_mode(podgroup: JsonDict | None, pods: Sequence[JsonDict]) -> str:
