@@ -50,8 +50,10 @@ test-fast: $(INSTALLED)
 	$(BIN)/pytest -m fast
 
 # The seed scenario on the embedded cluster: six gang-scheduled PyTorchJobs, one timeline.
+# ARGS="--kind trainjob" runs it with Kubeflow Trainer v2 TrainJobs; ARGS="--gang-scheduling disabled"
+# shows the deadlock.
 demo: $(INSTALLED)
-	$(BIN)/python scripts/demo.py
+	$(BIN)/python scripts/demo.py $(ARGS)
 
 # retrain_daily with real 2-replica PyTorch DDP training on the simulator's process runtime.
 demo-train: | $(BIN)/python

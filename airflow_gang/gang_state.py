@@ -167,7 +167,12 @@ def gang_status(
     if job is not None and not replicas:  # a TrainJob taking numNodes from its runtime
         replicas = int(pg_spec.get("minMember") or 0)
     policy = ((job or {}).get("spec") or {}).get("runPolicy", {}).get("schedulingPolicy") or {}
-    queue = pg_spec.get("queue") or (job_kind.queue(job) if job is not None else None)
+    # Without gang scheduling no queue admits anything (a TrainJob may still carry the annotation).
+    queue = (
+        None
+        if gang_scheduling == "disabled"
+        else pg_spec.get("queue") or (job_kind.queue(job) if job else None)
+    )
     min_member = int(pg_spec.get("minMember") or policy.get("minAvailable") or replicas or 0)
     bound = _bound(pods)
     running = sum(1 for pod in pods if (pod.get("status") or {}).get("phase") == "Running")

@@ -4,7 +4,8 @@
    so the replicas run ``examples/train_digits.py`` for real);
 2. point a private Airflow home (``.demo/airflow``, SQLite) at it through
    ``AIRFLOW_CONN_KUBERNETES_DEFAULT`` and run ``airflow dags test`` on ``gang_vs_deadlock``
-   (``--train``: ``retrain_daily``);
+   (``--kind trainjob``: ``gang_vs_deadlock_trainjob``, the same with Kubeflow Trainer v2
+   TrainJobs; ``--train``: ``retrain_daily``);
 3. print the job timeline (or the accuracy reached) and where the chart and logs are;
 4. stop the simulator, whatever happened, and check that nothing it started is still running.
 
@@ -28,6 +29,13 @@ REPO = Path(__file__).resolve().parents[1]
 OUT = Path(os.environ.get("GANG_DEMO_DIR") or REPO / ".demo").resolve()
 BIN = Path(sys.executable).parent
 READY = "simulated cluster ready"
+# The seed scenario's DAG per job kind, and the gang modes each takes (its first is the default).
+SEED_DAGS = {"pytorchjob": "gang_vs_deadlock", "trainjob": "gang_vs_deadlock_trainjob"}
+GANG_MODES = {
+    "pytorchjob": ("provider", "training-operator", "disabled"),
+    "trainjob": ("trainer", "disabled"),
+}
+DEFAULT_GANG_SCHEDULING = {kind: modes[0] for kind, modes in GANG_MODES.items()}
 
 
 def shown(path: Path) -> str:
@@ -154,7 +162,15 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--train", action="store_true", help="retrain_daily with real DDP training")
     parser.add_argument(
-        "--gang-scheduling", default="provider", choices=["provider", "training-operator", "disabled"]
+        "--kind",
+        default="pytorchjob",
+        choices=sorted(SEED_DAGS),
+        help="the seed scenario's job kind: PyTorchJobs (default) or Kubeflow Trainer v2 TrainJobs",
+    )
+    parser.add_argument(
+        "--gang-scheduling",
+        choices=["provider", "training-operator", "trainer", "disabled"],
+        help="default: provider for PyTorchJobs, trainer (the runtime's podGroupPolicy) for TrainJobs",
     )
     parser.add_argument(
         "--training-operator-gang",
@@ -162,6 +178,9 @@ def main() -> int:
         help="start the simulated training-operator with --gang-scheduler-name=volcano",
     )
     args = parser.parse_args()
+    gang_scheduling = args.gang_scheduling or DEFAULT_GANG_SCHEDULING[args.kind]
+    if not args.train and gang_scheduling not in GANG_MODES[args.kind]:
+        parser.error(f"--kind {args.kind} takes --gang-scheduling {' or '.join(GANG_MODES[args.kind])}")
     started = time.monotonic()
     OUT.mkdir(exist_ok=True)
     kubeconfig = OUT / "sim.kubeconfig"
@@ -176,8 +195,8 @@ def main() -> int:
             dag_id = "retrain_daily"
             conf = {"python": sys.executable, "registry_dir": str(OUT / "registry"), "epochs": 12}
         else:
-            dag_id = "gang_vs_deadlock"
-            conf = {"gang_scheduling": args.gang_scheduling, "report_dir": str(OUT / "report")}
+            dag_id = SEED_DAGS[args.kind]
+            conf = {"gang_scheduling": gang_scheduling, "report_dir": str(OUT / "report")}
         log(f"airflow dags test {dag_id} -c '{json.dumps(conf)}'  (log: {shown(OUT / 'dags-test.log')})")
         code = run(
             [str(BIN / "airflow"), "dags", "test", dag_id, "-c", json.dumps(conf)], env, "dags-test.log", 170

@@ -131,8 +131,13 @@ class GangEvent:
         if self.status is EventStatus.LOST:
             return GangJobLost(self.message, name=self.name, namespace=self.namespace)
         if self.status is EventStatus.ADMISSION_TIMEOUT:
+            by = (
+                f"by queue {self.queue!r}"
+                if self.queue
+                else "(no gang scheduling: not every replica was bound)"
+            )
             return GangAdmissionTimeout(
-                f"{where} was not admitted in time ({self.message}); it was deleted so its pods hold "
+                f"{where} was not admitted in time {by} ({self.message}); it was deleted so its pods hold "
                 "no resources and a retry starts clean",
                 name=self.name,
                 namespace=self.namespace,

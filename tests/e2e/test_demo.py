@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -34,3 +36,50 @@ def test_demo_runs_six_gang_jobs_one_after_another_and_leaves_nothing_running(tm
     assert "nothing left running" in output
     assert "DAG run gang_vs_deadlock: success" in output
     assert "simulator stopped (exit code 0)" in output
+
+
+# Every run takes the TrainJob seed DAG under dag.test() (tests/e2e/test_example_dags.py) and on
+# the real stack (tests/realstack/test_trainjobs.py); its `make demo` path runs with `make test-slow`.
+@pytest.mark.slow
+def test_demo_with_trainjobs_runs_six_trainer_gangs_one_after_another(tmp_path: Path) -> None:
+    env = {**os.environ, "GANG_DEMO_DIR": str(tmp_path)}
+    result = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "demo.py"), "--kind", "trainjob"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=240,
+        check=False,
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-4000:]
+    assert "airflow dags test gang_vs_deadlock_trainjob" in output
+    assert '"gang_scheduling": "trainer"' in output
+    rows = [line for line in output.splitlines() if re.match(r"submit-[0-9a-f]{8} ", line)]
+    assert len(rows) == 6
+    assert all(row.rstrip().endswith("succeeded") for row in rows)
+    waits = sorted(float(re.findall(r"(\d+\.\d)s", row)[0]) for row in rows)
+    assert waits[-1] >= 4 * 3.0
+    assert "nothing left running" in output
+    assert "DAG run gang_vs_deadlock_trainjob: success" in output
+
+
+def test_demo_refuses_a_gang_mode_its_kind_does_not_have(tmp_path: Path) -> None:
+    env = {**os.environ, "GANG_DEMO_DIR": str(tmp_path)}
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "scripts" / "demo.py"),
+            "--kind",
+            "trainjob",
+            "--gang-scheduling",
+            "provider",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert "--kind trainjob takes --gang-scheduling trainer or disabled" in result.stderr

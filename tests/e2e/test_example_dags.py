@@ -86,6 +86,57 @@ def test_gang_vs_deadlock_without_gang_scheduling_deadlocks_and_reports_it(
     assert svg.count('fill="#e8a33d"><title>') == len(timed_out)  # one orange bar per victim
 
 
+# Every run takes this DAG's gang run on the real stack (tests/realstack/test_trainjobs.py).
+@pytest.mark.slow
+def test_gang_vs_deadlock_trainjob_with_gang_scheduling_runs_all_six_one_after_another(
+    example_dag: Callable[[str], Any], tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """The seed scenario with Kubeflow Trainer v2 TrainJobs: the torch-distributed runtime's
+    podGroupPolicy makes one PodGroup per job, so the six 4-node jobs run one at a time."""
+    dag = example_dag("gang_vs_deadlock_trainjob")
+    dag_run = dag.test(run_conf={"train_seconds": 1, "report_dir": str(tmp_path)})
+    states = task_states(dag_run)
+    assert str(dag_run.state) == "success", states
+    assert set(states.values()) == {"success"}
+    assert len([task for task in states if task.startswith("train[")]) == 6
+    jobs, svg = run_report(tmp_path)
+    assert [job["state"] for job in jobs] == ["succeeded"] * 6
+    spans = sorted((job["admitted_at"], job["finished_at"]) for job in jobs)
+    for (_, first_end), (second_start, _) in itertools.pairwise(spans):
+        assert first_end <= second_start
+    assert sorted(job["queue_wait_seconds"] for job in jobs)[-1] > 4 * 1.0
+    assert svg.count("<rect") >= 12
+    assert "kind=trainjob gang_scheduling=trainer" in capfd.readouterr().out
+
+
+def test_gang_vs_deadlock_trainjob_without_gang_scheduling_deadlocks_and_says_why(
+    example_dag: Callable[[str], Any], tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    dag = example_dag("gang_vs_deadlock_trainjob")
+    dag_run = dag.test(
+        run_conf={
+            "gang_scheduling": "disabled",
+            "train_seconds": 1,
+            "admission_timeout": 10,
+            "report_dir": str(tmp_path),
+        }
+    )
+    states = task_states(dag_run)
+    output = capfd.readouterr().out
+    trains = {task: state for task, state in states.items() if task.startswith("train[")}
+    failed = list(trains.values()).count("failed")
+    assert failed >= 4, states
+    assert "GangAdmissionTimeout" in output
+    assert "(no gang scheduling: not every replica was bound)" in output
+    assert "is NOT gang-scheduled" in output  # the runtime without podGroupPolicy, named at submit
+    jobs, _ = run_report(tmp_path)
+    assert len([job for job in jobs if job["state"] == "timed out"]) == failed
+    assert states["report"] == "failed"
+    assert f"{failed} of 6 TrainJobs did not succeed with gang_scheduling=disabled" in output
+    assert states["cleanup"] == "success"
+    assert str(dag_run.state) == "failed"
+
+
 def xcom(dag_run: Any, task_id: str, map_index: int = -1) -> Any:
     """A task's return value."""
     return xcom_value(dag_run.dag_id, dag_run.run_id, task_id, map_index=map_index)
@@ -130,6 +181,51 @@ def test_retrain_daily_keeps_the_old_model_below_the_bar(
     assert states["evaluate"] == "success"
     assert states["promote"] == "skipped"
     assert not (tmp_path / "digits").exists()
+
+
+def test_retrain_trainjob_trains_a_gang_of_trainjob_nodes_evaluates_and_promotes(
+    example_dag: Callable[[str], Any], tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    dag = example_dag("retrain_trainjob")
+    assert dag.schedule == "@daily"
+    train = dag.get_task("train")
+    assert train.deferrable
+    assert train.retry_policy is not None
+    assert train.retries == 3
+    dag_run = dag.test(
+        logical_date=dt.datetime(2026, 11, 29, tzinfo=dt.UTC), run_conf={"registry_dir": str(tmp_path)}
+    )
+    assert task_states(dag_run) == {
+        "prepare_data": "success",
+        "train": "success",
+        "evaluate": "success",
+        "good_enough": "success",
+        "promote": "success",
+    }
+    result = xcom(dag_run, "train")
+    assert result["state"] == "succeeded"
+    assert result["replicas"] == {"Node": 2}
+    assert result["queue"] == "default"
+    assert result["podgroup"] == result["name"]  # Trainer's Volcano plugin made the gang
+    assert result["metrics"] == {"loss": 0.16, "accuracy": 0.961}
+    latest = json.loads((tmp_path / "digits-trainjob" / "latest.json").read_text())
+    assert latest["job"] == result["name"]
+    assert latest["nodes"] == 2
+    assert latest["version"] == "2026-11-29"
+    assert "accuracy=0.9610 (bar 0.9000): promote" in capfd.readouterr().out
+
+
+def test_retrain_trainjob_takes_its_queue_from_a_variable_and_keeps_the_old_model_below_the_bar(
+    example_dag: Callable[[str], Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    dag = example_dag("retrain_trainjob")
+    monkeypatch.setenv("AIRFLOW_VAR_GANG_QUEUE", "research")
+    dag_run = dag.test(run_conf={"registry_dir": str(tmp_path), "min_accuracy": 0.99})
+    states = task_states(dag_run)
+    assert states["evaluate"] == "success"
+    assert states["promote"] == "skipped"
+    assert xcom(dag_run, "train")["queue"] == "research"
+    assert not (tmp_path / "digits-trainjob").exists()
 
 
 def test_param_sweep_maps_eight_jobs_and_picks_the_best(

@@ -24,15 +24,18 @@ from kubernetes import client as k8s
 from gang_sim.cluster import SimCluster
 from gang_stack import AirflowStack
 from gang_stack.settings import kubernetes_connection
-from tests.e2e.conftest import leftovers
+from tests.e2e.conftest import NOTHING, leftovers
 from tests.e2e.test_scenarios import PODGROUPS, PYTORCHJOBS
 from tests.realstack.chaos import CHAOS_DAG_FILES
 from tests.realstack.dags import DAG_FILES, GANG_FLAG_CONNECTION
 from tests.waiting import eventually
 
-EMPTY: dict[str, list[str]] = {"pytorchjobs": [], "podgroups": [], "pods": []}
+# Nothing of either job kind: PyTorchJobs, TrainJobs and their JobSets, PodGroups, pods.
+EMPTY: dict[str, list[str]] = NOTHING
+TRAINJOBS = ("trainer.kubeflow.org", "v1alpha1", "default", "trainjobs")
+JOBSETS = ("jobset.x-k8s.io", "v1alpha2", "default", "jobsets")
 REPO = Path(__file__).resolve().parents[2]
-EXAMPLE_DAGS = ("gang_vs_deadlock", "param_sweep", "retrain_daily")
+EXAMPLE_DAGS = ("gang_vs_deadlock", "gang_vs_deadlock_trainjob", "param_sweep", "retrain_daily")
 # The scheduler's reaper sweeps this often here (default 30 s) so tests wait seconds, not minutes.
 REAPER_INTERVAL = 3
 
@@ -126,11 +129,10 @@ def sweep(client: k8s.ApiClient) -> None:
     """Delete every job, PodGroup and pod a failed test left behind, and wait until they are gone."""
     custom, core = k8s.CustomObjectsApi(client), k8s.CoreV1Api(client)
     left = leftovers(client)
-    for name in left["pytorchjobs"]:
-        with contextlib.suppress(k8s.ApiException):
-            custom.delete_namespaced_custom_object(
-                *PYTORCHJOBS, name, body={"propagationPolicy": "Foreground"}
-            )
+    for kind, plural in ((PYTORCHJOBS, "pytorchjobs"), (TRAINJOBS, "trainjobs"), (JOBSETS, "jobsets")):
+        for name in left[plural]:
+            with contextlib.suppress(k8s.ApiException):
+                custom.delete_namespaced_custom_object(*kind, name, body={"propagationPolicy": "Foreground"})
     for name in left["podgroups"]:
         with contextlib.suppress(k8s.ApiException):
             custom.delete_namespaced_custom_object(*PODGROUPS, name)

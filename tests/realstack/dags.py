@@ -180,6 +180,47 @@ with DAG("rs_inline_credentials", schedule=None, start_date=dt.datetime(2026, 1,
 """
 )
 
+_TRAINJOB_HEADER = """
+import datetime as dt
+from airflow.sdk import DAG
+from airflow_gang.operators.train_job import TrainJobOperator
+
+def work(seconds):
+    return {"metadata": {"annotations": {"sim.airflow-gang.io/duration": str(seconds)}}}
+"""
+
+TRAINJOB_LONG = (
+    _TRAINJOB_HEADER
+    + """
+# A deferred 2-node TrainJob training for ten minutes: marked failed from outside by the test.
+with DAG("rs_trainjob_long", schedule=None, start_date=dt.datetime(2026, 1, 1), catchup=False) as dag:
+    TrainJobOperator(
+        task_id="deferred", image="ghcr.io/acme/train:1", num_nodes=2,
+        resources_per_node={"nvidia.com/gpu": 1}, deferrable=True, retries=0, poll_interval=1,
+        pod_template=work(600),
+    )
+"""
+)
+
+TRAINJOB_RETRY_AFTER_TIMEOUT = (
+    _TRAINJOB_HEADER
+    + """
+# The pool is busy when try 1 queues: its admission timeout deletes it, a retry gets the gang.
+from airflow_gang.retry import gang_retry_policy
+
+with DAG(
+    "rs_trainjob_retry_after_timeout", schedule=None, start_date=dt.datetime(2026, 1, 1), catchup=False
+) as dag:
+    TrainJobOperator(
+        task_id="train", image="ghcr.io/acme/train:1", num_nodes=4,
+        resources_per_node={"nvidia.com/gpu": 1},
+        deferrable=True, admission_timeout=6, retries=3, retry_delay=dt.timedelta(seconds=1),
+        retry_policy=gang_retry_policy(admission_retry_delay=dt.timedelta(seconds=1)),
+        poll_interval=30, pod_template=work(1),
+    )
+"""
+)
+
 DAG_FILES = {
     "rs_adopt_after_kill": ADOPT_AFTER_KILL,
     "rs_gang_sweep": GANG_SWEEP,
@@ -192,4 +233,6 @@ DAG_FILES = {
     "rs_sync_task_kill": SYNC_TASK_KILL,
     "rs_inline_credentials": INLINE_CREDENTIALS,
     "rs_clear_triggerer_down": CLEAR_TRIGGERER_DOWN,
+    "rs_trainjob_long": TRAINJOB_LONG,
+    "rs_trainjob_retry_after_timeout": TRAINJOB_RETRY_AFTER_TIMEOUT,
 }

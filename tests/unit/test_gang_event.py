@@ -29,8 +29,17 @@ def test_an_admission_timeout_says_the_job_was_deleted_and_keeps_queue_and_wait(
         60.0,
         "why",
     )
-    assert "PyTorchJob ml/train-1 was not admitted in time (why)" in str(error)
+    assert "PyTorchJob ml/train-1 was not admitted in time by queue 'research' (why)" in str(error)
     assert "it was deleted so its pods hold no resources and a retry starts clean" in str(error)
+
+
+def test_an_admission_timeout_without_a_queue_says_there_was_no_gang() -> None:
+    no_gang = {**payload("admission_timeout"), "queue": None, "kind": "TrainJob"}
+    error = GangEvent.of(no_gang).to_exception(waited_seconds=60.0)
+    assert (
+        "TrainJob ml/train-1 was not admitted in time (no gang scheduling: not every replica was bound)"
+        in str(error)
+    )
 
 
 def test_an_outage_past_its_limit_carries_its_length_and_last_error() -> None:
