@@ -262,15 +262,18 @@ class ReplicaFailure:
     exit_code: int | None
     reason: str | None
     message: str | None
+    # The failed run is the container's previous one (restarted in place): its log is read with
+    # ``previous=True``, the current one's is the new run's.
+    previous: bool = False
 
 
-def _terminated(status: JsonDict) -> JsonDict | None:
+def _terminated(status: JsonDict) -> tuple[JsonDict, bool] | None:
     state = (status.get("state") or {}).get("terminated")
     last = (status.get("lastState") or {}).get("terminated")
     if state and state.get("exitCode", 0) != 0:
-        return dict(state)
+        return dict(state), False
     if last and last.get("exitCode", 0) != 0:
-        return dict(last)
+        return dict(last), True
     return None
 
 
@@ -286,14 +289,16 @@ def failing_replica(pods: list[JsonDict], job_kind: JobKind = PYTORCHJOB) -> Rep
         for container_status in status.get("containerStatuses") or []:
             if container_status.get("name") != job_kind.container:
                 continue
-            terminated = _terminated(container_status)
-            if terminated is not None:
+            found = _terminated(container_status)
+            if found is not None:
+                terminated, previous = found
                 failure = ReplicaFailure(
                     pod=pod["metadata"]["name"],
                     replica=replica,
                     exit_code=terminated.get("exitCode"),
                     reason=terminated.get("reason"),
                     message=terminated.get("message"),
+                    previous=previous,
                 )
                 candidates.append((str(terminated.get("finishedAt") or ""), failure))
         if not candidates and status.get("phase") == "Failed":

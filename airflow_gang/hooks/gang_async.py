@@ -354,7 +354,13 @@ class AsyncGangJobHook(AsyncWatchesMixin, AsyncKubernetesHook):
         return await self._delete(PODGROUPS, name, namespace, "Foreground", uid)
 
     async def read_pod_log(
-        self, pod: str, namespace: str, *, container: str = "pytorch", tail_lines: int | None = None
+        self,
+        pod: str,
+        namespace: str,
+        *,
+        container: str = "pytorch",
+        tail_lines: int | None = None,
+        previous: bool = False,
     ) -> str:
         """A container's log so far, as text.
 
@@ -362,6 +368,7 @@ class AsyncGangJobHook(AsyncWatchesMixin, AsyncKubernetesHook):
         :param namespace: pod namespace.
         :param container: container name.
         :param tail_lines: only the last N lines.
+        :param previous: the log of the container's previous run (it restarted after a failure).
         """
 
         async def read(api: ApiClient) -> str:
@@ -370,6 +377,7 @@ class AsyncGangJobHook(AsyncWatchesMixin, AsyncKubernetesHook):
                 namespace,
                 container=container,
                 tail_lines=tail_lines,  # type: ignore[arg-type]  # None leaves the parameter out
+                previous=previous or None,  # type: ignore[arg-type]
                 _preload_content=False,
                 _request_timeout=self._timeout(),
             )

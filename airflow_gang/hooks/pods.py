@@ -97,6 +97,7 @@ class JobPodsMixin:
         container: str = "pytorch",
         tail_lines: int | None = None,
         since_seconds: int | None = None,
+        previous: bool = False,
     ) -> str:
         """A container's log so far, as text.
 
@@ -105,6 +106,7 @@ class JobPodsMixin:
         :param container: container name (the training-operator's is ``pytorch``).
         :param tail_lines: only the last N lines.
         :param since_seconds: only lines from the last N seconds.
+        :param previous: the log of the container's previous run (it restarted after a failure).
         """
 
         def read() -> str:
@@ -115,6 +117,7 @@ class JobPodsMixin:
                 container=container,
                 tail_lines=tail_lines,
                 since_seconds=since_seconds,
+                previous=previous or None,
                 _preload_content=False,
                 _request_timeout=self._timeout(),
             )

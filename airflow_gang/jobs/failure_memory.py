@@ -60,6 +60,7 @@ class FailureMemory:
                 exit_code=data.get("exit_code"),
                 reason=data.get("reason"),
                 message=data.get("message"),
+                previous=bool(data.get("previous")),
             )
             memory.tail = str(data.get("log_tail") or "")
         return memory

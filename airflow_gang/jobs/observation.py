@@ -66,15 +66,22 @@ def observe(
 
 
 def log_tail(
-    hook: GangJobHook, pod: str, namespace: str, lines: int, container: str = PYTORCHJOB.container
+    hook: GangJobHook,
+    pod: str,
+    namespace: str,
+    lines: int,
+    container: str = PYTORCHJOB.container,
+    *,
+    previous: bool = False,
 ) -> str:
-    """The pod's last ``lines`` log lines, or a note why they could not be read.
+    """The pod's last ``lines`` log lines (of its previous run: ``previous``), or a note why they
+    could not be read.
 
     Never waits through an outage: a log tail is worth a line in the task log, not a try.
     """
     try:
         with hook.riding_out(None):
-            return hook.read_pod_log(pod, namespace, container=container, tail_lines=lines)
+            return hook.read_pod_log(pod, namespace, container=container, tail_lines=lines, previous=previous)
     except GangApiError as error:
         return f"(log unavailable: {error})"
 
@@ -115,7 +122,9 @@ def failure_error(
             namespace=namespace,
             reason=condition.get("reason"),
         )
-    tail = seen_tail or log_tail(hook, failure.pod, namespace, lines, job_kind.container)
+    tail = seen_tail or log_tail(
+        hook, failure.pod, namespace, lines, job_kind.container, previous=failure.previous
+    )
     message = (
         f"{headline} Replica {failure.replica} (pod {failure.pod}) exited with code {failure.exit_code}"
         f" ({failure.reason or 'unknown reason'})."

@@ -97,7 +97,7 @@ class WorkerWait:
             status = seen.status
             if (failure := memory.noticed(seen.pods)) is not None:
                 memory.tail = observation.log_tail(
-                    self.hook, failure.pod, namespace, 100, self.job_kind.container
+                    self.hook, failure.pod, namespace, 100, self.job_kind.container, previous=failure.previous
                 )
             if self.follow_logs and self.follower is None and status.phase is GangPhase.RUNNING:
                 leader = self.job_kind.leader_pod(name, seen.pods)

@@ -289,8 +289,7 @@ class GangJobTrigger(BaseTrigger):
             if (message := outage.recovered()) is not None:
                 self.log.info(message)
             status = seen.status
-            if (failure := memory.noticed(seen.pods)) is not None:
-                memory.tail = await looks.log_tail(hook, self.kind, failure.pod, self.namespace)
+            await looks.note_failure(hook, memory, seen.pods, self.namespace)
             line = status.describe()
             if line != last_line:
                 self.log.info("gang job %s/%s: %s", self.namespace, self.name, line)

@@ -7,15 +7,17 @@ Kubernetes client: the hook arrives as an argument.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from airflow_gang.exceptions import GangApiError
 from airflow_gang.gang_state import GangSnapshot
 from airflow_gang.job_kinds import JobKind
+from airflow_gang.jobs.failure_memory import FailureMemory
 
 if TYPE_CHECKING:
     from airflow_gang.hooks.gang_async import AsyncGangJobHook
 
+JsonDict = dict[str, Any]
 TAIL_LINES = 100
 
 
@@ -31,9 +33,23 @@ async def observe(
     return GangSnapshot.of(job, podgroup, pods, gang_scheduling, job_kind)
 
 
-async def log_tail(hook: AsyncGangJobHook, job_kind: JobKind, pod: str, namespace: str) -> str:
-    """The pod's last lines, or a note why they could not be read (never raises)."""
+async def log_tail(
+    hook: AsyncGangJobHook, job_kind: JobKind, pod: str, namespace: str, *, previous: bool = False
+) -> str:
+    """The pod's last lines (of its previous run: ``previous``), or a note why they could not be
+    read (never raises)."""
     try:
-        return await hook.read_pod_log(pod, namespace, container=job_kind.container, tail_lines=TAIL_LINES)
+        return await hook.read_pod_log(
+            pod, namespace, container=job_kind.container, tail_lines=TAIL_LINES, previous=previous
+        )
     except GangApiError as error:
         return f"(log unavailable: {error})"
+
+
+async def note_failure(
+    hook: AsyncGangJobHook, memory: FailureMemory, pods: list[JsonDict], namespace: str
+) -> None:
+    """Note the failing pod among ``pods``; read its log tail when it is a new one."""
+    failure = memory.noticed(pods)
+    if failure is not None:
+        memory.tail = await log_tail(hook, memory.job_kind, failure.pod, namespace, previous=failure.previous)
