@@ -59,6 +59,7 @@ def get_provider_info() -> dict[str, Any]:
         ],
         "task-decorators": [
             {"name": "pytorchjob", "class-name": "airflow_gang.decorators.pytorch_job.pytorchjob_task"},
+            {"name": "trainjob", "class-name": "airflow_gang.decorators.train_job.trainjob_task"},
         ],
         "extra-links": [
             "airflow_gang.links.GangJobLink",

@@ -1,4 +1,4 @@
-"""What a ``@task.pytorchjob`` sends to its replicas: one environment variable and a command.
+"""What ``@task.pytorchjob``/``@task.trainjob`` send to their replicas: an environment variable, a command.
 
 The payload (the bootstrap's source, the function's source, its arguments) is JSON, compressed
 with zlib and base64-encoded into `PAYLOAD_ENV` on every replica; the command is
@@ -21,7 +21,12 @@ from typing import Any
 
 from airflow_gang.decorators import replica_bootstrap
 from airflow_gang.decorators.function_source import FunctionSource, PythonVersion
-from airflow_gang.decorators.replica_bootstrap import PAYLOAD_ENV, NotJsonError, to_json_value
+from airflow_gang.decorators.replica_bootstrap import (
+    DEFAULT_DECORATOR,
+    PAYLOAD_ENV,
+    NotJsonError,
+    to_json_value,
+)
 from airflow_gang.exceptions import GangSpecError
 
 MAX_PAYLOAD_BYTES = 96 * 1024
@@ -35,6 +40,8 @@ def call_arguments(
     op_kwargs: Mapping[str, Any],
     context: Mapping[str, Any],
     context_keys: frozenset[str],
+    *,
+    decorator: str = DEFAULT_DECORATOR,
 ) -> tuple[list[Any], dict[str, Any]]:
     """The call's arguments as plain JSON values; `GangSpecError` names the first that is not.
 
@@ -63,7 +70,7 @@ def call_arguments(
             return to_json_value(value, f"argument {parameter!r}")
         except NotJsonError as error:
             raise GangSpecError(
-                f"{error}: @task.pytorchjob sends the arguments of {name}() to the replicas as JSON; "
+                f"{error}: {decorator} sends the arguments of {name}() to the replicas as JSON; "
                 "pass numbers, strings, lists and dicts (for data or a model, a path or URL the replicas "
                 "can read)",
                 field=parameter,
@@ -86,6 +93,7 @@ def encode_payload(
     *,
     min_python: PythonVersion,
     backend: str | None,
+    decorator: str = DEFAULT_DECORATOR,
 ) -> str:
     """The value of `PAYLOAD_ENV`; `GangSpecError` past `MAX_PAYLOAD_BYTES`, naming the biggest argument."""
     payload = {
@@ -96,6 +104,7 @@ def encode_payload(
         "first_line": source.first_line,
         "min_python": list(min_python),
         "backend": backend,
+        "decorator": decorator,
         "args": args,
         "kwargs": kwargs,
     }
@@ -107,7 +116,7 @@ def encode_payload(
         detail = f"; the biggest is {biggest} ({sizes[biggest]} bytes encoded)" if biggest else ""
         raise GangSpecError(
             f"{source.name}()'s source and arguments take {len(encoded)} bytes once encoded, over the "
-            f"{MAX_PAYLOAD_BYTES}-byte limit of @task.pytorchjob{detail}. They travel in the {PAYLOAD_ENV} "
+            f"{MAX_PAYLOAD_BYTES}-byte limit of {decorator}{detail}. They travel in the {PAYLOAD_ENV} "
             "environment variable of every replica (Linux refuses one over 128 KiB): pass big inputs by "
             "reference (a path or URL the replicas read) and move big code into a module of the image "
             "that the function imports",
@@ -121,9 +130,9 @@ def _encode(value: Any) -> str:
     return base64.b64encode(zlib.compress(text.encode("utf-8"), 9)).decode("ascii")
 
 
-def replica_command(python: str, min_python: PythonVersion) -> list[str]:
+def replica_command(python: str, min_python: PythonVersion, decorator: str = DEFAULT_DECORATOR) -> list[str]:
     """``<python> -c <entry program>``: the container's command on every replica."""
-    return [python, "-c", replica_bootstrap.entry_program(min_python)]
+    return [python, "-c", replica_bootstrap.entry_program(min_python, decorator)]
 
 
 def parse_min_python(value: str | Sequence[int] | None) -> PythonVersion | None:

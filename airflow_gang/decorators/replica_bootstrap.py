@@ -1,4 +1,4 @@
-"""Runs a ``@task.pytorchjob`` function on one replica of its PyTorchJob.
+"""Runs a ``@task.pytorchjob`` or ``@task.trainjob`` function on one replica (node) of its job.
 
 This module is shipped to the replicas **as source** (in the payload, see `payload`) and run
 there by a small entry program given as the container's command. The image only needs Python
@@ -9,20 +9,23 @@ markers and the JSON rules both sides share.
 On a replica it:
 
 1. decodes the payload (the function's source, its arguments as JSON) from `PAYLOAD_ENV`;
+   on a TrainJob node, which gets only torchrun's ``PET_*`` variables from Trainer's torch
+   runtime, fills in ``MASTER_ADDR``, ``MASTER_PORT``, ``WORLD_SIZE`` and ``RANK`` from them
+   (`torch_env`), as torchrun would for its children;
 2. with ``PET_NPROC_PER_NODE`` > 1, starts that many local processes of itself, each with its own
    ``RANK``/``LOCAL_RANK`` (what torchrun would do), and waits for them;
 3. sets up ``torch.distributed`` from the training-operator's ``MASTER_ADDR``, ``MASTER_PORT``,
    ``WORLD_SIZE`` and ``RANK`` when torch is installed (backend ``nccl`` with CUDA, else
    ``gloo``, unless the payload names one);
 4. calls the function; on global rank 0, prints its return value as JSON on marker lines
-   (`RESULT_MARK`), which the provider reads back from the master's log. Other ranks' return
+   (`RESULT_MARK`), which the provider reads back from rank 0's log. Other ranks' return
    values are ignored.
 
 Failures are printed as one block between `ERROR_MARK` and `ERROR_END` (a one-line summary, then
-the traceback), which the provider puts into `PyTorchJobFailed`. Exit codes: `EXIT_FUNCTION_RAISED`
-when the function raised, `EXIT_BOOTSTRAP_ERROR` for anything the bootstrap refused (a return
-value that is not JSON, source this Python cannot compile); both are permanent failures under the
-``ExitCode`` restart policy (1-127).
+the traceback), which the provider puts into `PyTorchJobFailed` (a TrainJob's: `TrainJobFailed`).
+Exit codes: `EXIT_FUNCTION_RAISED` when the function raised, `EXIT_BOOTSTRAP_ERROR` for anything
+the bootstrap refused (a return value that is not JSON, source this Python cannot compile); both
+are permanent failures under the ``ExitCode`` restart policy (1-127).
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ from typing import Any
 
 PAYLOAD_ENV = "AIRFLOW_GANG_FUNCTION"
 LOCAL_CHILD_ENV = "AIRFLOW_GANG_LOCAL_RANK"
+DEFAULT_DECORATOR = "@task.pytorchjob"
 BOOTSTRAP_MIN_PYTHON = (3, 9)
 RESULT_MARK = "[airflow-gang] return value"
 ERROR_MARK = "[airflow-gang] error"
@@ -86,7 +90,7 @@ def to_json_value(value: Any, where: str, depth: int = 0) -> Any:
     raise NotJsonError(f"{where} is a {kind}, which is not JSON-serializable{hint}")
 
 
-def entry_program(min_python: tuple[int, int]) -> str:
+def entry_program(min_python: tuple[int, int], decorator: str = DEFAULT_DECORATOR) -> str:
     """The container's ``python -c`` program: check the version, decode the payload, run `main`.
 
     Written so that any Python, even 2.7, parses it and reaches the version check; and without
@@ -96,7 +100,7 @@ def entry_program(min_python: tuple[int, int]) -> str:
     return (
         "import sys\n"
         f"if sys.version_info[:2] < ({major}, {minor}):\n"
-        f"    sys.stderr.write('{ERROR_MARK} on this replica: @task.pytorchjob needs Python {major}.{minor} "
+        f"    sys.stderr.write('{ERROR_MARK} on this replica: {decorator} needs Python {major}.{minor} "
         "or newer, but %s is Python %d.%d: use an image with a newer Python, or name another "
         "interpreter with python=...\\n"
         f"{ERROR_END}\\n' % (sys.executable, sys.version_info[0], sys.version_info[1]))\n"
@@ -147,6 +151,28 @@ def rank_and_world(env: Mapping[str, str]) -> tuple[int, int]:
     return _int_env(env, "RANK", 0), max(1, _int_env(env, "WORLD_SIZE", 1))
 
 
+def torch_env(env: Mapping[str, str]) -> dict[str, str]:
+    """What ``env`` lacks of ``MASTER_ADDR``/``MASTER_PORT``/``WORLD_SIZE``/``RANK``, from ``PET_*``.
+
+    Trainer's torch runtime gives a TrainJob node only torchrun's variables (``PET_NNODES``,
+    ``PET_NPROC_PER_NODE``, ``PET_NODE_RANK``, ``PET_MASTER_ADDR``, ``PET_MASTER_PORT``); the
+    training-operator gives a PyTorchJob replica both kinds, so nothing is added there. ``RANK``
+    is the node's rank (local processes get their global rank from `local_rank_env`),
+    ``WORLD_SIZE`` the nodes times the processes per node. ``PET_NNODES`` may be elastic
+    (``min:max``): its upper bound, which a fixed-size job sets to its lower one.
+    """
+    added: dict[str, str] = {}
+    for name, pet in (("MASTER_ADDR", "PET_MASTER_ADDR"), ("MASTER_PORT", "PET_MASTER_PORT")):
+        if name not in env and (env.get(pet) or "").strip():
+            added[name] = env[pet].strip()
+    nodes = (env.get("PET_NNODES") or "").strip().split(":")[-1]
+    if "WORLD_SIZE" not in env and nodes.isdigit():
+        added["WORLD_SIZE"] = str(max(1, int(nodes)) * local_processes(env))
+    if "RANK" not in env and (env.get("PET_NODE_RANK") or "").strip().isdigit():
+        added["RANK"] = str(int(env["PET_NODE_RANK"].strip()))
+    return added
+
+
 # --- reporting -------------------------------------------------------------------------------
 
 
@@ -192,7 +218,7 @@ def load_function(payload: Mapping[str, Any]) -> Any:
 
 
 def start_distributed(backend: str | None) -> Any:
-    """Initialise ``torch.distributed`` from the training-operator's env; None without torch or a master."""
+    """Initialise ``torch.distributed`` from ``MASTER_*``, ``RANK``, ``WORLD_SIZE``; None without either."""
     if "MASTER_ADDR" not in os.environ or "MASTER_PORT" not in os.environ:
         return None
     try:
@@ -252,7 +278,8 @@ def run_function(payload: Mapping[str, Any]) -> int:
         lines = result_lines(value, name)
     except NotJsonError as error:
         report_error(
-            f"{error}; @task.pytorchjob hands the return value back as JSON: return numbers, strings, "
+            f"{error}; {payload.get('decorator') or DEFAULT_DECORATOR} hands the return value back as JSON: "
+            "return numbers, strings, "
             "lists and dicts"
         )
         return EXIT_BOOTSTRAP_ERROR
@@ -264,7 +291,7 @@ def run_function(payload: Mapping[str, Any]) -> int:
 def run_local_processes(payload: Mapping[str, Any], nproc: int) -> int:
     """Start ``nproc`` local ranks (each runs `main` again) and wait; the first failure stops the rest."""
     major, minor = payload["min_python"]
-    program = entry_program((int(major), int(minor)))
+    program = entry_program((int(major), int(minor)), str(payload.get("decorator") or DEFAULT_DECORATOR))
     children = [
         subprocess.Popen([sys.executable, "-c", program], env=local_rank_env(os.environ, local_rank))
         for local_rank in range(nproc)
@@ -290,6 +317,7 @@ def run_local_processes(payload: Mapping[str, Any], nproc: int) -> int:
 
 
 def main(payload: Mapping[str, Any]) -> int:
+    os.environ.update(torch_env(os.environ))
     nproc = local_processes(os.environ)
     if nproc > 1 and LOCAL_CHILD_ENV not in os.environ:
         return run_local_processes(payload, nproc)
