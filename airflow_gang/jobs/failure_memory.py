@@ -17,6 +17,8 @@ from airflow_gang.gang_state import ReplicaFailure, failing_replica
 from airflow_gang.job_kinds import JobKind
 
 JsonDict = dict[str, Any]
+# How a log tail that could not be read starts (`observation.log_tail`): read again next look.
+UNAVAILABLE = "(log unavailable"
 
 
 class FailureMemory:
@@ -41,7 +43,8 @@ class FailureMemory:
             return None
         known = self.failure
         self.failure = failure
-        if known is not None and (known.pod, known.exit_code) == (failure.pod, failure.exit_code):
+        read = bool(self.tail) and not self.tail.startswith(UNAVAILABLE)
+        if read and known is not None and (known.pod, known.exit_code) == (failure.pod, failure.exit_code):
             return None
         return failure
 

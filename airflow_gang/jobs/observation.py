@@ -83,6 +83,8 @@ def log_tail(
         with hook.riding_out(None):
             return hook.read_pod_log(pod, namespace, container=container, tail_lines=lines, previous=previous)
     except GangApiError as error:
+        if previous:  # no previous run kept: the failed run may be the current one
+            return log_tail(hook, pod, namespace, lines, container)
         return f"(log unavailable: {error})"
 
 

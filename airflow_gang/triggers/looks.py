@@ -43,6 +43,8 @@ async def log_tail(
             pod, namespace, container=job_kind.container, tail_lines=TAIL_LINES, previous=previous
         )
     except GangApiError as error:
+        if previous:  # no previous run kept: the failed run may be the current one
+            return await log_tail(hook, job_kind, pod, namespace)
         return f"(log unavailable: {error})"
 
 

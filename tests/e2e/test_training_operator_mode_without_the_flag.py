@@ -33,7 +33,7 @@ with DAG("__DAG_ID__", schedule=None, start_date=dt.datetime(2026, 1, 1), catchu
         task_id="train", image="ghcr.io/acme/train:1", workers=3, resources={"nvidia.com/gpu": 1},
         gang_scheduling="training-operator", deferrable=__DEFERRABLE__, poll_interval=0.2,
         admission_timeout=__TIMEOUT__, retries=0,
-        pod_template={"metadata": {"annotations": {"sim.airflow-gang.io/duration": "0.5"}}},
+        pod_template={"metadata": {"annotations": {"sim.airflow-gang.io/duration": "3"}}},
     )
 """
 

@@ -99,7 +99,8 @@ def test_the_trainjob_seed_scenario_without_gangs_deadlocks_until_admission_time
         # PodGroup was there to hold them back.
         reason = re.search(r"was not admitted [^\n]*", log)
         assert reason is not None, log[-3000:]
-        assert re.search(r"bound=[123]/4", reason.group()), reason.group()
+        # Some of its nodes' pods bound, or none (the others' partial gangs took the pool).
+        assert re.search(r"bound=[0-3]/4", reason.group()), reason.group()
         assert "podgroup=" not in reason.group(), reason.group()
         assert "(no gang scheduling: not every replica was bound)" in reason.group(), reason.group()
     # The submit tasks named the runtime without podGroupPolicy: no gang was used.

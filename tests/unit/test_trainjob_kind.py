@@ -166,8 +166,11 @@ def test_a_wait_notes_a_failing_node_once_and_carries_it_across_a_deferral() -> 
     first = memory.noticed([pod(0), failed_pod(1, 3)])
     assert first is not None
     assert (first.replica, first.exit_code) == ("Node 1", 3)
-    assert memory.noticed([pod(0), failed_pod(1, 3)]) is None  # the same failure: no second log read
+    assert memory.noticed([pod(0), failed_pod(1, 3)]) is not None  # its log not read yet: again
+    memory.tail = "(log unavailable: 503)"
+    assert memory.noticed([pod(0), failed_pod(1, 3)]) is not None  # could not be read: again
     memory.tail = "CUDA error"
+    assert memory.noticed([pod(0), failed_pod(1, 3)]) is None  # read: no second log read
     carried = FailureMemory.from_json(TRAINJOB, memory.to_json())
     assert carried.failure == memory.failure
     assert carried.tail == "CUDA error"
