@@ -109,6 +109,8 @@ def test_gang_vs_deadlock_trainjob_with_gang_scheduling_runs_all_six_one_after_a
     assert "kind=trainjob gang_scheduling=trainer" in capfd.readouterr().out
 
 
+# Every run takes this scenario under a real scheduler and triggerer (tests/realstack/test_trainjobs.py).
+@pytest.mark.slow
 def test_gang_vs_deadlock_trainjob_without_gang_scheduling_deadlocks_and_says_why(
     example_dag: Callable[[str], Any], tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
