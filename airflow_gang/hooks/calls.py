@@ -150,6 +150,22 @@ class CallingHook(KubernetesHook):
         )
         return list(listed.get("items") or [])
 
+    def _merge_patch(self, kind: Kind, name: str, namespace: str, patch: JsonDict) -> JsonDict:
+        patched: JsonDict = self._call(
+            ApiRequest("patch", kind.resource, name, namespace),
+            lambda: self.custom_object_client.patch_namespaced_custom_object(
+                kind.group,
+                kind.version,
+                namespace,
+                kind.plural,
+                name,
+                patch,
+                _content_type="application/merge-patch+json",
+                _request_timeout=self._timeout(),
+            ),
+        )
+        return patched
+
     def _delete(self, kind: Kind, name: str, namespace: str, propagation: str, uid: str | None) -> bool:
         options = delete_options(propagation, uid)
         deleted = self._call_or_none(

@@ -161,20 +161,7 @@ class GangJobHook(JobPodsMixin, SyncWatchesMixin, JobObjectsHook):
         :param namespace: its namespace.
         :param job: the PyTorchJob as returned by `create_pytorchjob` (needs ``metadata.uid``).
         """
-        patch = owner_reference_patch(job)
-        return self._call(
-            ApiRequest("patch", PODGROUPS.resource, name, namespace),
-            lambda: self.custom_object_client.patch_namespaced_custom_object(
-                PODGROUPS.group,
-                PODGROUPS.version,
-                namespace,
-                PODGROUPS.plural,
-                name,
-                patch,
-                _content_type="application/merge-patch+json",
-                _request_timeout=self._timeout(),
-            ),
-        )
+        return self._merge_patch(PODGROUPS, name, namespace, owner_reference_patch(job))
 
     def delete_podgroup(self, name: str, namespace: str, *, uid: str | None = None) -> bool:
         """Delete a PodGroup (Foreground); False if it was already gone.

@@ -53,25 +53,12 @@ class JobObjectsHook(CallingHook):
     def set_job_suspended(self, job_kind: JobKind, name: str, namespace: str, suspended: bool) -> JsonDict:
         """Suspend or resume a gang job: a PyTorchJob's ``spec.runPolicy.suspend``, a TrainJob's
         ``spec.suspend`` (the Trainer then suspends its JobSet, whose Jobs delete their pods)."""
-        kind = Kind.of(job_kind)
         patch = (
             {"spec": {"runPolicy": {"suspend": suspended}}}
             if job_kind is PYTORCHJOB
             else {"spec": {"suspend": suspended}}
         )
-        return self._call(
-            ApiRequest("patch", kind.resource, name, namespace),
-            lambda: self.custom_object_client.patch_namespaced_custom_object(
-                kind.group,
-                kind.version,
-                namespace,
-                kind.plural,
-                name,
-                patch,
-                _content_type="application/merge-patch+json",
-                _request_timeout=self._timeout(),
-            ),
-        )
+        return self._merge_patch(Kind.of(job_kind), name, namespace, patch)
 
     def get_training_runtime(self, name: str, kind: str, namespace: str) -> JsonDict | None:
         """A Trainer v2 runtime, or None if it does not exist.
