@@ -252,14 +252,16 @@ def pod_sets(jobset: JsonDict) -> list[PodSet]:
     return sets
 
 
-def volcano_queue(trainjob: JsonDict, runtime: JsonDict, jobset: JsonDict) -> str | None:
-    """``scheduling.volcano.sh/queue-name`` of the TrainJob, else of the runtime (its JobSet
-    template's annotations, which the JobSet carries, then its own)."""
-    for source in (trainjob, jobset, runtime):
-        queue = (_meta(source).get("annotations") or {}).get(QUEUE_ANNOTATION)
-        if queue:
-            return str(queue)
-    return None
+def volcano_queue(trainjob: JsonDict, runtime: JsonDict) -> str | None:
+    """``scheduling.volcano.sh/queue-name`` as Trainer v2.3 reads it: from the runtime's JobSet
+    template annotations (``spec.template.metadata.annotations``), overridden by the TrainJob's
+    ``runtimePatches[].trainingRuntimeSpec.template.metadata.annotations`` in list order
+    (kubeflow/trainer v2.3.0 ``pkg/runtime/core/trainingruntime.go`` lines 144-161, read by the
+    Volcano plugin at ``plugins/volcano/volcano.go`` line 182). The TrainJob's own
+    ``metadata.annotations`` are never read: the PodGroup then has no queue and the API server's
+    CRD default ``default`` applies (DOMAIN facts observed on the real Trainer)."""
+    queue = (_meta(_patched_template(runtime, trainjob)).get("annotations") or {}).get(QUEUE_ANNOTATION)
+    return str(queue) if queue is not None else None
 
 
 def build_podgroup(trainjob: JsonDict, runtime: JsonDict, jobset: JsonDict) -> JsonDict:
@@ -268,8 +270,8 @@ def build_podgroup(trainjob: JsonDict, runtime: JsonDict, jobset: JsonDict) -> J
     # Each pod's requests once per pod: summing the text keeps binary units (``8Gi``) readable.
     totals = sum_resources(pod_set.requests for pod_set in sets for _ in range(pod_set.pods))
     spec: JsonDict = {"minMember": sum(pod_set.pods for pod_set in sets), "minResources": totals}
-    queue = volcano_queue(trainjob, runtime, jobset)
-    if queue:
+    queue = volcano_queue(trainjob, runtime)
+    if queue is not None:
         spec["queue"] = queue
     priority_classes = [pod_set.priority_class for pod_set in sets if pod_set.priority_class]
     if priority_classes:
