@@ -1,8 +1,17 @@
 """Deletion semantics: finalizers, graceful pod deletion, ownerReference garbage collection.
 
-kube-apiserver and kube-controller-manager's garbage collector share this job upstream; here
-it runs synchronously inside the deleting request (under the store lock), so the outcome is
-the same, only sooner:
+kube-apiserver and kube-controller-manager's garbage collector share this job upstream. The
+API server's part runs inside the deleting request (under the store lock): marking, finalizers,
+removing what holds no finalizer. The collector's part runs later, as upstream where the
+collector learns of every change through its own informers and works from a queue
+(``pkg/controller/garbagecollector``): each of its steps — deleting the dependents of an owner
+that went or waits in the foreground, removing the ``foregroundDeletion`` finalizer of an owner
+with no blocking dependent left, deleting an object whose owners are gone — happens
+``reaction_delay`` seconds after the change that calls for it (0: at once, inside the request).
+Controllers therefore see an owner marked for deletion, and its dependents, for a while, and
+one that keeps re-creating a dependent of an owner waiting in the foreground (Kubeflow Trainer
+v2.3 does: its reconcile never checks ``deletionTimestamp``) holds that owner for as long as it
+wins the race, as on a real cluster:
 
 - Background (default): the owner goes now; dependents whose owners are all gone are deleted
   next (dependents with other live owners just lose the dangling reference).
@@ -30,6 +39,13 @@ the same, only sooner:
 from __future__ import annotations
 
 import datetime as dt
+import functools
+import heapq
+import itertools
+import logging
+import threading
+import time
+from collections.abc import Callable
 from typing import Literal
 
 from gang_sim.apiserver import objects
@@ -40,14 +56,76 @@ from gang_sim.apiserver.validation import FOREGROUND_FINALIZER, ORPHAN_FINALIZER
 
 JsonDict = objects.JsonDict
 Propagation = Literal["Background", "Foreground", "Orphan"]
+log = logging.getLogger(__name__)
 PROTECTED_NAMESPACES = frozenset({"default", "kube-system", "kube-public", "kube-node-lease"})
+# The collector's reaction time: one informer event plus its queue, on a quiet cluster.
+DEFAULT_REACTION_DELAY = 0.1
+_IDLE_EXIT_SECONDS = 5.0
+
+
+class DelayedWork:
+    """One thread running callables at their due time; it exits when idle and restarts on demand."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._due: list[tuple[float, int, Callable[[], None]]] = []
+        self._sequence = itertools.count()
+        self._wake = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    def after(self, delay: float, work: Callable[[], None]) -> None:
+        with self._wake:
+            heapq.heappush(self._due, (time.monotonic() + delay, next(self._sequence), work))
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
+                self._thread.start()
+            self._wake.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._wake:
+                while True:
+                    if not self._due:
+                        if not self._wake.wait(_IDLE_EXIT_SECONDS) and not self._due:
+                            self._thread = None
+                            return
+                        continue
+                    wait = self._due[0][0] - time.monotonic()
+                    if wait <= 0:
+                        work = heapq.heappop(self._due)[2]
+                        break
+                    self._wake.wait(wait)
+            try:
+                work()
+            except Exception:  # one failed step must not stop the collector
+                log.exception("garbage collector step failed")
 
 
 class Collector:
-    def __init__(self, registry: Registry, store: Store, clock: objects.Clock = objects.utc_now):
+    def __init__(
+        self,
+        registry: Registry,
+        store: Store,
+        clock: objects.Clock = objects.utc_now,
+        reaction_delay: float = DEFAULT_REACTION_DELAY,
+    ):
         self.registry = registry
         self.store = store
         self.clock = clock
+        self.reaction_delay = reaction_delay
+        self._work = DelayedWork("sim-garbage-collector")
+
+    def _later(self, work: Callable[[], None]) -> None:
+        """Run ``work`` (under the store lock) once the collector would have reacted."""
+
+        def locked() -> None:
+            with self.store.lock:
+                work()
+
+        if self.reaction_delay <= 0:
+            locked()
+        else:
+            self._work.after(self.reaction_delay, locked)
 
     # --- entry points -------------------------------------------------------------------------
 
@@ -85,13 +163,25 @@ class Collector:
                 )
                 current = self.store.commit("MODIFIED", info.key, marked)
                 if policy == "Foreground":
-                    for ref, dependent in self.store.dependents(objects.uid(current)):
-                        dep_info = self.registry.by_key(ref[0])
-                        if dep_info is not None:
-                            self.delete(dep_info, dependent, "Foreground")
-                    return self._release_foreground(info, objects.uid(current)) or current
+                    owner_uid = objects.uid(current)
+                    self._later(lambda: self._delete_dependents_of(owner_uid))
                 return current
             return self._remove(info, obj)
+
+    def _delete_dependents_of(self, owner_uid: str) -> None:
+        """The collector's pass over an owner waiting in the foreground: delete its dependents
+        (in the foreground too), then let the owner go if none blocks it."""
+        found = self.store.by_uid(owner_uid)
+        if found is None:
+            return
+        owner = found[1]
+        if not objects.is_deleting(owner) or FOREGROUND_FINALIZER not in objects.finalizers(owner):
+            return
+        for ref, dependent in self.store.dependents(owner_uid):
+            dep_info = self.registry.by_key(ref[0])
+            if dep_info is not None and not objects.is_deleting(dependent):
+                self.delete(dep_info, dependent, "Foreground")
+        self._release_foreground_by_uid(owner_uid)
 
     def finalize_if_ready(self, info: ResourceInfo, obj: JsonDict) -> JsonDict | None:
         """After an update: an object being deleted with no finalizers left goes now.
@@ -108,18 +198,24 @@ class Collector:
             return self._remove(info, obj)
 
     def collect_dangling(self, info: ResourceInfo, obj: JsonDict) -> None:
-        """Delete ``obj`` if every owner reference it carries points at nothing."""
-        with self.store.lock:
-            refs = objects.owner_refs(obj)
-            if not refs or objects.is_deleting(obj):
-                return
-            dangling = not any(self._owner_alive(ref, obj) for ref in refs)
-            if dangling or any(self._blocks_foreground_deletion(ref) for ref in refs):
-                current = self.store.get(
-                    info.key, objects.meta(obj).get("namespace", ""), objects.meta(obj)["name"]
-                )
-                if current is not None:
-                    self.delete(info, current, None if dangling else "Foreground")
+        """Soon delete ``obj`` if every owner reference it carries points at nothing, or one of
+        its owners waits in the foreground for its blocking dependents."""
+        if not objects.owner_refs(obj) or objects.is_deleting(obj):
+            return
+        uid = objects.uid(obj)
+        self._later(lambda: self._collect(info, uid))
+
+    def _collect(self, info: ResourceInfo, uid: str) -> None:
+        found = self.store.by_uid(uid)
+        if found is None:
+            return
+        current = found[1]
+        refs = objects.owner_refs(current)
+        if not refs or objects.is_deleting(current):
+            return
+        dangling = not any(self._owner_alive(ref, current) for ref in refs)
+        if dangling or any(self._blocks_foreground_deletion(ref) for ref in refs):
+            self.delete(info, current, None if dangling else "Foreground")
 
     def _blocks_foreground_deletion(self, ref: JsonDict) -> bool:
         """The reference blocks an owner that waits in a foreground deletion for its dependents."""
@@ -170,6 +266,16 @@ class Collector:
 
     def _after_removal(self, info: ResourceInfo, removed: JsonDict) -> None:
         gone = objects.uid(removed)
+        self._later(lambda: self._orphaned_by(gone))
+        for owner in objects.owner_refs(removed):
+            self._later(functools.partial(self._release_foreground_by_uid, str(owner.get("uid", ""))))
+        namespace = objects.meta(removed).get("namespace")
+        if info.namespaced and namespace:
+            self._finish_namespace(namespace)
+
+    def _orphaned_by(self, gone: str) -> None:
+        """The collector's pass after an owner went: dependents with no live owner left are
+        deleted, the others only lose the dangling reference."""
         for dep_ref, dependent in self.store.dependents(gone):
             dep_info = self.registry.by_key(dep_ref[0])
             if dep_info is None:
@@ -180,11 +286,6 @@ class Collector:
                 self.store.commit("MODIFIED", dep_info.key, objects.edited(dependent, ownerReferences=live))
             elif not objects.is_deleting(dependent):
                 self.delete(dep_info, dependent)
-        for owner in objects.owner_refs(removed):
-            self._release_foreground_by_uid(str(owner.get("uid", "")))
-        namespace = objects.meta(removed).get("namespace")
-        if info.namespaced and namespace:
-            self._finish_namespace(namespace)
 
     def _owner_alive(self, ref: JsonDict, dependent: JsonDict) -> bool:
         found = self.store.by_uid(str(ref.get("uid", "")))

@@ -23,7 +23,7 @@ from gang_sim.apiserver.errors import (
     NotFound,
     UnprocessablePatch,
 )
-from gang_sim.apiserver.gc import Collector
+from gang_sim.apiserver.gc import DEFAULT_REACTION_DELAY, Collector
 from gang_sim.apiserver.json_copy import json_copy
 from gang_sim.apiserver.options import (
     CONTINUE_TOO_OLD,
@@ -57,11 +57,17 @@ def _new_uid() -> str:
 
 
 class Api:
-    def __init__(self, registry: Registry, store: Store, clock: objects.Clock = objects.utc_now):
+    def __init__(
+        self,
+        registry: Registry,
+        store: Store,
+        clock: objects.Clock = objects.utc_now,
+        gc_delay: float = DEFAULT_REACTION_DELAY,
+    ):
         self.registry = registry
         self.store = store
         self.clock = clock
-        self.gc = Collector(registry, store, clock)
+        self.gc = Collector(registry, store, clock, reaction_delay=gc_delay)
 
     # --- reads --------------------------------------------------------------------------------
 

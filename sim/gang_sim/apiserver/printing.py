@@ -99,6 +99,10 @@ def service_ports(svc: JsonDict) -> str:
     return ",".join(f"{p.get('port')}/{p.get('protocol', 'TCP')}" for p in ports) or "<none>"
 
 
+def data_count(config_map: JsonDict) -> int:
+    return len(config_map.get("data") or {}) + len(config_map.get("binaryData") or {})
+
+
 def event_object(event: JsonDict) -> str:
     involved = event.get("involvedObject") or {}
     return f"{str(involved.get('kind', '')).lower()}/{involved.get('name', '')}"

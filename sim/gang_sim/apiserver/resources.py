@@ -115,6 +115,17 @@ SERVICES = ResourceInfo(
     mutators=(core_kinds.default_service,),
     validators=(core_kinds.validate_service,),
 )
+# Trainer v2 keeps each TrainJob's runtime snapshot in one (``<trainjob>-runtime-snapshot``).
+CONFIGMAPS = ResourceInfo(
+    group="",
+    version="v1",
+    kind="ConfigMap",
+    plural="configmaps",
+    namespaced=True,
+    short_names=("cm",),
+    generation=False,
+    printer_columns=(PrinterColumn("Data", "integer", cell=printing.data_count), printing.AGE),
+)
 EVENTS = ResourceInfo(
     group="",
     version="v1",
@@ -301,6 +312,7 @@ BUILTIN_RESOURCES: tuple[ResourceInfo, ...] = (
     NODES,
     PODS,
     SERVICES,
+    CONFIGMAPS,
     EVENTS,
     LEASES,
     PRIORITY_CLASSES,

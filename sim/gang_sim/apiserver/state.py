@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from gang_sim.apiserver.core_kinds import SYSTEM_PRIORITY_CLASSES
 from gang_sim.apiserver.faults_injector import FaultInjector
+from gang_sim.apiserver.gc import DEFAULT_REACTION_DELAY
 from gang_sim.apiserver.kubelet_proxy import LogStreams
 from gang_sim.apiserver.operations import Api
 from gang_sim.apiserver.registry import Registry
@@ -26,6 +27,7 @@ class ServerConfig:
         kube-apiserver's ``--min-request-timeout`` a random value in between is used.
     :param sim_endpoints: serve the simulator-only ``/sim/v1/...`` endpoints (metrics, faults);
         False answers them as kube-apiserver answers any unknown path (404, plain text).
+    :param gc_delay: seconds the garbage collector takes to react to a change (`gc.Collector`).
     """
 
     token: str | None = None
@@ -34,6 +36,7 @@ class ServerConfig:
     bookmark_interval: float = 60.0
     watch_timeout: tuple[float, float] = (1800.0, 3600.0)
     sim_endpoints: bool = True
+    gc_delay: float = DEFAULT_REACTION_DELAY
     server_address: str = "127.0.0.1:0"
     extra_registry: Registry | None = field(default=None, repr=False)
 
@@ -43,7 +46,7 @@ class ServerState:
         self.config = config
         self.registry = config.extra_registry or builtin_registry()
         self.store = Store(window=config.event_window, watch_queue_size=config.watch_queue_size)
-        self.api = Api(self.registry, self.store)
+        self.api = Api(self.registry, self.store, gc_delay=config.gc_delay)
         self.log_streams = LogStreams()
         self.faults = FaultInjector(self)
         self._seed()

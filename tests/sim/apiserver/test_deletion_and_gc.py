@@ -99,9 +99,10 @@ def test_foreground_waits_for_blocking_dependents(
     )
     assert response["metadata"]["deletionTimestamp"]
     assert "foregroundDeletion" in response["metadata"]["finalizers"]
+    # The collector (asynchronous, as kube-controller-manager's) then deletes the dependents.
+    eventually(lambda: not exists(core.read_namespaced_pod, "job-master-0", namespace), timeout=5)
     job = custom.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "job")
     assert job["metadata"]["finalizers"] == ["foregroundDeletion"]
-    assert not exists(core.read_namespaced_pod, "job-master-0", namespace)
     worker = core.read_namespaced_pod("job-worker-0", namespace)
     assert worker.metadata.deletion_timestamp is not None
     release_worker_and_wait_for_the_job_to_go(core, custom, namespace)
@@ -116,10 +117,11 @@ def test_a_blocking_dependent_created_during_a_foreground_deletion_is_deleted_to
     custom.delete_namespaced_custom_object(
         GROUP, VERSION, namespace, PLURAL, "job", propagation_policy="Foreground"
     )
+    eventually(lambda: not exists(core.read_namespaced_pod, "job-master-0", namespace), timeout=5)
     late = pod_manifest("job-master-0")
     late["metadata"]["ownerReferences"] = owned_by(job_with_pods)
     core.create_namespaced_pod(namespace, late)
-    assert not exists(core.read_namespaced_pod, "job-master-0", namespace)
+    eventually(lambda: not exists(core.read_namespaced_pod, "job-master-0", namespace), timeout=5)
     release_worker_and_wait_for_the_job_to_go(core, custom, namespace)
 
 
@@ -136,7 +138,10 @@ def test_foreground_does_not_wait_for_non_blocking_dependents(
     custom.delete_namespaced_custom_object(
         GROUP, VERSION, namespace, PLURAL, "job", propagation_policy="Foreground"
     )
-    assert not exists(custom.get_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL, "job")
+    eventually(
+        lambda: not exists(custom.get_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL, "job"),
+        timeout=5,
+    )
     assert core.read_namespaced_pod("loose", namespace).metadata.deletion_timestamp is not None
     core.patch_namespaced_pod("loose", namespace, {"metadata": {"finalizers": None}})
 
@@ -200,8 +205,11 @@ def test_podgroup_owned_by_job_goes_with_it(
     custom.delete_namespaced_custom_object(
         GROUP, VERSION, namespace, PLURAL, "job", propagation_policy="Foreground"
     )
-    assert not exists(
-        custom.get_namespaced_custom_object, "scheduling.volcano.sh", "v1beta1", namespace, "podgroups", "job"
+    eventually(
+        lambda: not exists(
+            custom.get_namespaced_custom_object, "scheduling.volcano.sh", "v1beta1", namespace, "podgroups", "job"
+        ),
+        timeout=5,
     )
 
 
