@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from typing import Any, Literal, cast
 
 JsonDict = dict[str, Any]
+# The annotation Volcano's queue is named by (a TrainJob's runtime template and runtimePatches).
+QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
 # The condition types the lifecycle decides on (the training-operator's words).
 SUCCEEDED, FAILED, SUSPENDED = "Succeeded", "Failed", "Suspended"
 
@@ -38,6 +40,21 @@ def _true_conditions(job: JsonDict) -> list[JsonDict]:
 
 def _labels(obj: JsonDict) -> dict[str, str]:
     return dict((obj.get("metadata") or {}).get("labels") or {})
+
+
+@dataclass(frozen=True)
+class ChildResource:
+    """Objects a job's controller makes for it, e.g. a TrainJob's JobSet and batch Jobs.
+
+    :param labelled: found by the job kind's ``pod_job_label`` (``<label>=<job>``); else it is
+        the one object named after the job.
+    """
+
+    group: str
+    version: str
+    plural: str
+    kind: str
+    labelled: bool
 
 
 @dataclass(frozen=True)
@@ -54,6 +71,16 @@ class JobKind:
     :param leader: the replica type whose first pod's log is the task's (rank 0).
     :param pods_outlive_failure: a failed job's pods stay to be read (a TrainJob's Job deletes
         them at its backoff limit: its waits note the failure as they see it).
+    :param deletion_propagation: how the provider deletes such a job. ``Foreground`` for a
+        PyTorchJob (the training-operator skips a job marked for deletion, so nothing comes back
+        while its dependents go); ``Background`` for a TrainJob, whose controller never checks
+        ``deletionTimestamp`` and re-applies every child the garbage collector removes while the
+        TrainJob waits in a foreground deletion (docs/trainer-v2.md, "Deleting a TrainJob").
+    :param controller_owns_podgroup: the job's controller makes, owns and re-creates its PodGroup
+        (Trainer's Volcano plugin), so the provider never deletes it itself: the garbage
+        collector removes it with the job.
+    :param children: what the job's controller makes besides pods and the PodGroup and that
+        holds or makes pods (`ChildResource`): a deletion is confirmed only once none is left.
     """
 
     kind: str
@@ -67,6 +94,9 @@ class JobKind:
     replica_specs_field: str
     leader: str
     pods_outlive_failure: bool = True
+    deletion_propagation: Literal["Foreground", "Background"] = "Foreground"
+    controller_owns_podgroup: bool = False
+    children: tuple[ChildResource, ...] = ()
 
     @property
     def api_version(self) -> str:
@@ -161,11 +191,35 @@ class TrainJobKind(JobKind):
         return None, ""
 
     def queue(self, job: JsonDict) -> str | None:
+        """The queue the TrainJob's ``runtimePatches`` give its PodGroup, as Trainer reads it (the
+        last patch naming one wins; the runtime's own template, which they override, is not on
+        the job: its queue is pinned into the provider's patch at submission)."""
+        patched = patches_queue((job.get("spec") or {}).get("runtimePatches") or [])
+        if patched is not None:
+            return patched
+        # Only TrainJobs submitted by provider versions before the fix of issue 32 name it here;
+        # Trainer ignored it (their PodGroup went to the runtime's queue or `default`), but it is
+        # what their task asked for, which their history and the Gang jobs page show.
         annotations = (job.get("metadata") or {}).get("annotations") or {}
-        return annotations.get("scheduling.volcano.sh/queue-name")
+        legacy = annotations.get(QUEUE_ANNOTATION)
+        return str(legacy) if legacy else None
 
     def replica_of(self, pod: JsonDict) -> str:
         return f"Node {_labels(pod).get(self.replica_index_label, '?')}"
+
+
+def patches_queue(patches: Iterable[JsonDict]) -> str | None:
+    """The Volcano queue a TrainJob's ``runtimePatches`` name, as Trainer v2.3 applies them: each
+    patch's ``trainingRuntimeSpec.template.metadata.annotations`` over the runtime's JobSet
+    template annotations, in list order, so the last patch naming a queue wins (kubeflow/trainer
+    v2.3.0 ``pkg/runtime/core/trainingruntime.go`` lines 145-161). None when no patch names one."""
+    queue: str | None = None
+    for patch in patches:
+        template = ((patch or {}).get("trainingRuntimeSpec") or {}).get("template") or {}
+        named = ((template.get("metadata") or {}).get("annotations") or {}).get(QUEUE_ANNOTATION)
+        if named is not None:
+            queue = str(named)
+    return queue
 
 
 PYTORCHJOB = JobKind(
@@ -193,6 +247,12 @@ TRAINJOB = TrainJobKind(
     replica_specs_field="trainer",
     leader="node",
     pods_outlive_failure=False,
+    deletion_propagation="Background",
+    controller_owns_podgroup=True,
+    children=(
+        ChildResource("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet", labelled=False),
+        ChildResource("batch", "v1", "jobs", "Job", labelled=True),
+    ),
 )
 
 JOB_KINDS: dict[str, JobKind] = {job_kind.kind: job_kind for job_kind in (PYTORCHJOB, TRAINJOB)}

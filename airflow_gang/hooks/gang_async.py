@@ -311,6 +311,19 @@ class AsyncGangJobHook(AsyncWatchesMixin, AsyncKubernetesHook):
         listed = await self._list(PODS, namespace, label_selector=job_kind.pod_selector(name))
         return list(listed.get("items") or [])
 
+    async def list_job_children(self, job_kind: JobKind, name: str, namespace: str) -> list[str]:
+        """What is left of the job's `JobKind.children`, as `GangJobHook.list_job_children`."""
+        left: list[str] = []
+        for child in job_kind.children:
+            kind = Kind.child(child)
+            if child.labelled:
+                listed = await self._list(kind, namespace, label_selector=job_kind.pod_selector(name))
+                found = [str(item["metadata"]["name"]) for item in listed.get("items") or []]
+            else:
+                found = [name] if await self._get(kind, name, namespace) is not None else []
+            left.extend(f"{child.kind} {namespace}/{found_name}" for found_name in found)
+        return left
+
     async def list_events(self, namespace: str, involved_name: str) -> list[JsonDict]:
         """Core events about one object, in the server's order.
 

@@ -50,6 +50,22 @@ class JobObjectsHook(CallingHook):
         """Delete a gang job of ``job_kind``; False if it was already gone (as `delete_pytorchjob`)."""
         return self._delete(Kind.of(job_kind), name, namespace, propagation, uid)
 
+    def list_job_children(self, job_kind: JobKind, name: str, namespace: str) -> list[str]:
+        """What is left of the job's `JobKind.children` (a TrainJob's JobSet and batch Jobs), as
+        ``"JobSet ns/name"``; empty for a kind without children or when all are gone."""
+        left: list[str] = []
+        for child in job_kind.children:
+            kind = Kind.child(child)
+            if child.labelled:
+                found = [
+                    str(item["metadata"]["name"])
+                    for item in self._list(kind, namespace, job_kind.pod_selector(name))
+                ]
+            else:
+                found = [name] if self._get(kind, name, namespace) is not None else []
+            left.extend(f"{child.kind} {namespace}/{found_name}" for found_name in found)
+        return left
+
     def set_job_suspended(self, job_kind: JobKind, name: str, namespace: str, suspended: bool) -> JsonDict:
         """Suspend or resume a gang job: a PyTorchJob's ``spec.runPolicy.suspend``, a TrainJob's
         ``spec.suspend`` (the Trainer then suspends its JobSet, whose Jobs delete their pods)."""

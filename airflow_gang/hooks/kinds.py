@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from airflow_gang.job_kinds import PYTORCHJOB, TRAINJOB, JobKind
+from airflow_gang.job_kinds import PYTORCHJOB, TRAINJOB, ChildResource, JobKind
 
 WatchKind = Literal["pytorchjob", "trainjob", "podgroup", "pod"]
 DeletableKind = Literal["pytorchjob", "trainjob", "podgroup"]
@@ -33,6 +33,11 @@ class Kind:
     @property
     def group_version(self) -> str:
         return f"{self.group}/{self.version}" if self.group else self.version
+
+    @classmethod
+    def child(cls, resource: ChildResource) -> Kind:
+        """Where a job's child resource (a TrainJob's JobSet or Job) is served."""
+        return cls(resource.group, resource.version, resource.plural, resource.kind)
 
     @classmethod
     def of(cls, job_kind: JobKind) -> Kind:
@@ -87,6 +92,10 @@ REQUIRED_PERMISSIONS: tuple[tuple[str, str, str], ...] = (
     ("trainer.kubeflow.org", "trainingruntimes", "get"),
     # Cluster-scoped, like queues.
     ("trainer.kubeflow.org", "clustertrainingruntimes", "get"),
+    # A TrainJob's deletion is confirmed once its JobSet and batch Jobs are gone too (Trainer
+    # re-creates them while a TrainJob waits in a foreground deletion): `list` only.
+    ("jobset.x-k8s.io", "jobsets", "list"),
+    ("batch", "jobs", "list"),
     ("scheduling.volcano.sh", "podgroups", "create"),
     ("scheduling.volcano.sh", "podgroups", "get"),
     ("scheduling.volcano.sh", "podgroups", "list"),

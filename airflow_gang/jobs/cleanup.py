@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 from airflow_gang.exceptions import GangApiError, GangApiUnavailable
 from airflow_gang.hooks.gang import GangJobHook
 from airflow_gang.job_kinds import PYTORCHJOB, JobKind
-from airflow_gang.jobs.deletion import Step, deletion_plan, not_ours, podgroup_to_delete
+from airflow_gang.jobs.deletion import Step, deletion_plan, leftovers, not_ours, podgroup_to_delete
 from airflow_gang.outage import Outage, ride_out
 
 T = TypeVar("T")
@@ -37,6 +37,23 @@ def kill_budget_seconds() -> float:
 
     grace = conf.getfloat("core", "killed_task_cleanup_time", fallback=60.0)
     return max(5.0, grace - 10.0)
+
+
+def leftover_looks(
+    hook: GangJobHook, name: str, namespace: str, job_kind: JobKind, plan: tuple[Step, ...]
+) -> dict[Step, Callable[[], list[str]]]:
+    """For each confirming step that lists, one look at what is still there (in words)."""
+
+    def anything() -> list[str]:
+        podgroup = hook.get_podgroup(name, namespace) if Step.CONFIRM_PODGROUP_GONE in plan else None
+        children = hook.list_job_children(job_kind, name, namespace)
+        return leftovers(podgroup, children, hook.list_job_pods(name, namespace, job_kind))
+
+    return {
+        Step.CONFIRM_CHILDREN_GONE: lambda: hook.list_job_children(job_kind, name, namespace),
+        Step.CONFIRM_PODS_GONE: lambda: leftovers(None, [], hook.list_job_pods(name, namespace, job_kind)),
+        Step.CONFIRM_NOTHING_CAME_BACK: anything,
+    }
 
 
 def delete_gang(
@@ -63,7 +80,9 @@ def delete_gang(
     deadline = time.monotonic() + timeout
     what = f"{job_kind.kind} {namespace}/{name}"
     outage = Outage(f"the deletion of {what}", timeout=timeout)
-    logger.info("deleting %s and its PodGroup (%s)", what, reason)
+    plan = deletion_plan(gang_scheduling, job_kind)
+    logger.info("deleting %s and everything it made (%s)", what, reason)
+    seen_left: list[str] = []
 
     def remaining() -> float:
         return max(0.0, deadline - time.monotonic())
@@ -85,7 +104,7 @@ def delete_gang(
 
     def delete_job() -> bool:
         try:
-            hook.delete_job(job_kind, name, namespace, propagation="Foreground", uid=uid)
+            hook.delete_job(job_kind, name, namespace, propagation=job_kind.deletion_propagation, uid=uid)
         except GangApiError as error:
             if not not_ours(error):
                 raise
@@ -102,13 +121,19 @@ def delete_gang(
                     raise
         return True
 
-    def pods_gone() -> bool:
-        while hook.list_job_pods(name, namespace, job_kind):
-            if remaining() <= 0:
-                return False
-            time.sleep(min(1.0, remaining()))
-        return True
+    def until_none(look: Callable[[], list[str]]) -> Callable[[], bool]:
+        def confirmed() -> bool:
+            while True:
+                seen_left[:] = look()
+                if not seen_left:
+                    return True
+                if remaining() <= 0:
+                    return False
+                pause(1.0)
 
+        return confirmed
+
+    looks = leftover_looks(hook, name, namespace, job_kind, plan)
     steps: dict[Step, Callable[[], bool]] = {
         Step.DELETE_JOB: delete_job,
         Step.DELETE_PODGROUP: delete_podgroup,
@@ -116,23 +141,26 @@ def delete_gang(
             job_kind.watch_name, name, namespace, uid=uid, timeout=remaining()
         ),
         Step.CONFIRM_PODGROUP_GONE: lambda: hook.wait_gone("podgroup", name, namespace, timeout=remaining()),
-        Step.CONFIRM_PODS_GONE: pods_gone,
+        **{step: until_none(look) for step, look in looks.items()},
     }
-    gone = True
+    current = plan[0]
     try:
         # Its own outage policy, bounded by ``timeout``: not the wait's (riding_out), which
         # could hold a kill's cleanup for as long as api_unavailable_timeout.
         with hook.retries(hook.retry_policy.within(timeout)), hook.riding_out(None):
-            for step in deletion_plan(gang_scheduling):
-                if not ride_out(in_time(steps[step]), outage, logger, sleep=pause):
-                    gone = False
+            for current in plan:
+                if not ride_out(in_time(steps[current]), outage, logger, sleep=pause):
                     break
+            else:
+                logger.info("deleted %s: seen gone, and its PodGroup, children and pods with it", what)
+                return True
     except GangApiUnavailable:
-        gone = False
-    if not gone:
-        logger.warning(
-            "%s not confirmed deleted after %.0fs; the orphan reaper finishes the job",
-            what,
-            timeout,
-        )
-    return gone
+        pass
+    logger.warning(
+        "%s not confirmed deleted after %.0fs (could not %s%s); the orphan reaper finishes the job",
+        what,
+        timeout,
+        current,
+        f"; still there: {', '.join(seen_left[:6])}" if seen_left else "",
+    )
+    return False

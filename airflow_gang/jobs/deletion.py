@@ -6,14 +6,23 @@ Never because the API could not be read. The plan is the same from a worker, the
 reaper and the triggerer; `airflow_gang.jobs.cleanup` (sync) and
 `airflow_gang.triggers.deletion` (async) only carry it out:
 
-1. delete the job (PyTorchJob or TrainJob), Foreground, under its uid: a same-named job of
-   another try or owner answers 409 and is left alone (`not_ours`);
-2. unless gang scheduling is disabled, delete its PodGroup under the PodGroup's own uid, unless
-   it is owned by another object (`podgroup_to_delete`). A PodGroup already gone is fine: a
-   training-operator with ``--gang-scheduler-name=volcano`` (or Trainer's Volcano plugin) deletes
-   it when the job finishes or is suspended, and the garbage collector with the job;
+1. delete the job under its uid (a same-named job of another try or owner answers 409 and is
+   left alone, `not_ours`), with its kind's propagation (`JobKind.deletion_propagation`):
+   ``Foreground`` for a PyTorchJob, whose training-operator skips a job marked for deletion;
+   ``Background`` for a TrainJob, which then goes at once: Kubeflow Trainer v2.3's reconciler
+   never checks ``deletionTimestamp`` and re-applies the JobSet and PodGroup that the garbage
+   collector removes while a TrainJob waits in the foreground, a loop that on a real cluster
+   re-created dozens of JobSets and ran their pods on the GPUs the retry waited for, or never
+   ended (docs/trainer-v2.md, "Deleting a TrainJob");
+2. unless gang scheduling is disabled or the job's controller owns the PodGroup (Trainer's
+   Volcano plugin re-creates one deleted behind its back), delete its PodGroup under the
+   PodGroup's own uid, unless it is owned by another object (`podgroup_to_delete`). A PodGroup
+   already gone is fine: a training-operator with ``--gang-scheduler-name=volcano`` deletes it
+   when the job finishes or is suspended, and the garbage collector with the job;
 3. confirm: the job of that uid gone, the PodGroup gone (not with gang scheduling disabled: a
-   cluster without Volcano has no PodGroups to read), then the job's pods gone.
+   cluster without Volcano has no PodGroups to read), the job's other children gone (a
+   TrainJob's JobSet and batch Jobs), its pods gone; and for a kind whose controller can bring
+   children back, one last look at all of them together. Only what was seen gone is "deleted".
 """
 
 from __future__ import annotations
@@ -23,6 +32,7 @@ from typing import Any
 
 from airflow_gang.exceptions import GangApiError
 from airflow_gang.gang_state import owned_by
+from airflow_gang.job_kinds import PYTORCHJOB, JobKind
 
 JsonDict = dict[str, Any]
 
@@ -32,20 +42,40 @@ class Step(StrEnum):
     DELETE_PODGROUP = "delete the PodGroup"
     CONFIRM_JOB_GONE = "confirm the job is gone"
     CONFIRM_PODGROUP_GONE = "confirm the PodGroup is gone"
+    CONFIRM_CHILDREN_GONE = "confirm the job's children are gone"
     CONFIRM_PODS_GONE = "confirm the pods are gone"
+    CONFIRM_NOTHING_CAME_BACK = "confirm nothing of the job came back"
 
 
-def deletion_plan(gang_scheduling: str | None) -> tuple[Step, ...]:
-    """The steps, in order, for a job of this ``gang_scheduling`` (None: the default, provider)."""
-    if gang_scheduling == "disabled":
-        return (Step.DELETE_JOB, Step.CONFIRM_JOB_GONE, Step.CONFIRM_PODS_GONE)
-    return (
-        Step.DELETE_JOB,
-        Step.DELETE_PODGROUP,
-        Step.CONFIRM_JOB_GONE,
-        Step.CONFIRM_PODGROUP_GONE,
-        Step.CONFIRM_PODS_GONE,
+def deletion_plan(gang_scheduling: str | None, job_kind: JobKind = PYTORCHJOB) -> tuple[Step, ...]:
+    """The steps, in order, for a job of this kind and ``gang_scheduling`` (None: provider)."""
+    gang = gang_scheduling != "disabled"
+    steps = [Step.DELETE_JOB]
+    if gang and not job_kind.controller_owns_podgroup:
+        steps.append(Step.DELETE_PODGROUP)
+    steps.append(Step.CONFIRM_JOB_GONE)
+    if gang:
+        steps.append(Step.CONFIRM_PODGROUP_GONE)
+    if job_kind.children:
+        steps.append(Step.CONFIRM_CHILDREN_GONE)
+    steps.append(Step.CONFIRM_PODS_GONE)
+    if job_kind.children:
+        steps.append(Step.CONFIRM_NOTHING_CAME_BACK)
+    return tuple(steps)
+
+
+def leftovers(podgroup: JsonDict | None, children: list[str], pods: list[JsonDict]) -> list[str]:
+    """What one look found of a job being deleted, in words (empty: nothing)."""
+    found = []
+    if podgroup is not None:
+        meta = podgroup.get("metadata") or {}
+        found.append(f"PodGroup {meta.get('namespace')}/{meta.get('name')}")
+    found.extend(children)
+    found.extend(
+        f"pod {(pod.get('metadata') or {}).get('namespace')}/{(pod.get('metadata') or {}).get('name')}"
+        for pod in pods
     )
+    return found
 
 
 def podgroup_to_delete(podgroup: JsonDict | None, job_uid: str | None) -> str | None:
@@ -62,9 +92,24 @@ def podgroup_to_delete(podgroup: JsonDict | None, job_uid: str | None) -> str | 
     return str(podgroup["metadata"].get("uid") or "") or None
 
 
+def after_deletion(deleted: bool | None) -> str:
+    """What a failure says of the job it deleted: only what was observed (None: not known here)."""
+    if deleted is None:
+        return "it was deleted"
+    if deleted:
+        return (
+            "it was deleted (seen gone, with its PodGroup and pods), so it holds no resources and a "
+            "retry starts clean"
+        )
+    return (
+        "its deletion was not confirmed in time (the orphan reaper finishes it), so a retry may find "
+        "part of the pool still held"
+    )
+
+
 def not_ours(error: BaseException) -> bool:
     """Whether a refused delete means the name now holds another object (uid precondition: 409)."""
     return isinstance(error, GangApiError) and error.status == 409
 
 
-__all__ = ["Step", "deletion_plan", "not_ours", "podgroup_to_delete"]
+__all__ = ["Step", "after_deletion", "deletion_plan", "leftovers", "not_ours", "podgroup_to_delete"]

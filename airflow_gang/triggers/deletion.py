@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_gang.exceptions import GangApiError, GangApiUnavailable
 from airflow_gang.job_kinds import PYTORCHJOB, JobKind
-from airflow_gang.jobs.deletion import Step, deletion_plan, not_ours, podgroup_to_delete
+from airflow_gang.jobs.deletion import Step, deletion_plan, leftovers, not_ours, podgroup_to_delete
 from airflow_gang.outage import Outage, OutageLog, aride_out
 
 if TYPE_CHECKING:
@@ -50,20 +50,22 @@ async def delete_gang(
     log: OutageLog,
     job_kind: JobKind = PYTORCHJOB,
 ) -> bool:
-    """Delete the job of ``uid`` and its PodGroup; whether all was confirmed gone within ``timeout``.
+    """Delete the job of ``uid`` and what it made; whether all was confirmed gone within ``timeout``.
 
     Never runs longer than ``timeout`` (a hung request is cancelled at its end: False).
     """
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     outage = Outage(f"the deletion of {job_kind.kind} {namespace}/{name}", timeout=timeout)
+    plan = deletion_plan(gang_scheduling, job_kind)
 
     def remaining() -> float:
         return max(0.0, deadline - loop.time())
 
     async def delete_job() -> bool:
         try:
-            await hook.delete_job(job_kind, name, namespace, propagation="Foreground", uid=uid)
+            propagation = job_kind.deletion_propagation
+            await hook.delete_job(job_kind, name, namespace, propagation=propagation, uid=uid)
         except GangApiError as error:
             if not not_ours(error):
                 raise
@@ -79,12 +81,27 @@ async def delete_gang(
                     raise
         return True
 
-    async def pods_gone() -> bool:
-        while await hook.list_job_pods(name, namespace, job_kind):
-            if remaining() <= 0:
-                return False
-            await asyncio.sleep(min(1.0, remaining()))
-        return True
+    async def children_left() -> list[str]:
+        return await hook.list_job_children(job_kind, name, namespace)
+
+    async def pods_left() -> list[str]:
+        return leftovers(None, [], await hook.list_job_pods(name, namespace, job_kind))
+
+    async def anything_left() -> list[str]:
+        gang = Step.CONFIRM_PODGROUP_GONE in plan
+        podgroup = await hook.get_podgroup(name, namespace) if gang else None
+        children = await hook.list_job_children(job_kind, name, namespace)
+        return leftovers(podgroup, children, await hook.list_job_pods(name, namespace, job_kind))
+
+    def until_none(look: Callable[[], Awaitable[list[str]]]) -> Callable[[], Awaitable[bool]]:
+        async def confirmed() -> bool:
+            while await look():
+                if remaining() <= 0:
+                    return False
+                await asyncio.sleep(min(1.0, remaining()))
+            return True
+
+        return confirmed
 
     steps: dict[Step, Callable[[], Awaitable[bool]]] = {
         Step.DELETE_JOB: delete_job,
@@ -93,11 +110,13 @@ async def delete_gang(
             job_kind.watch_name, name, namespace, uid=uid, timeout=remaining()
         ),
         Step.CONFIRM_PODGROUP_GONE: lambda: hook.wait_gone("podgroup", name, namespace, timeout=remaining()),
-        Step.CONFIRM_PODS_GONE: pods_gone,
+        Step.CONFIRM_CHILDREN_GONE: until_none(children_left),
+        Step.CONFIRM_PODS_GONE: until_none(pods_left),
+        Step.CONFIRM_NOTHING_CAME_BACK: until_none(anything_left),
     }
     try:
         async with asyncio.timeout(timeout):
-            for step in deletion_plan(gang_scheduling):
+            for step in plan:
                 if not await aride_out(steps[step], outage, log):
                     return False
             return True

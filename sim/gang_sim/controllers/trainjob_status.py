@@ -29,7 +29,20 @@ SUSPENDED, COMPLETE, FAILED = "Suspended", "Complete", "Failed"
 SUSPENDED_MESSAGE = "TrainJob is suspended"
 RESUMED_MESSAGE = "TrainJob is resumed"
 RUNTIME_NOT_SUPPORTED = "TrainingRuntimeNotSupported"
+DEADLINE_EXCEEDED = "DeadlineExceeded"
 _JOB_COUNTS = ("ready", "succeeded", "failed", "active", "suspended")
+
+
+def without_failed(trainjob: JsonDict) -> JsonDict:
+    """``trainjob`` as Trainer decides on it: its ``Failed`` condition dropped unless the reason is
+    ``DeadlineExceeded`` (trainer v2.3.0 ``trainjob_controller.go`` ``removeFailedCondition``,
+    lines 98-100 and 246-252), so a failed TrainJob whose JobSet is gone is run again."""
+    current = (trainjob.get("status") or {}).get("conditions") or []
+    failed = conditions.find(current, FAILED)
+    if failed is None or failed.get("reason") == DEADLINE_EXCEEDED:
+        return trainjob
+    status = {**(trainjob.get("status") or {}), "conditions": conditions.remove(current, FAILED)}
+    return {**trainjob, "status": status}
 
 
 def is_finished(trainjob: JsonDict) -> bool:
