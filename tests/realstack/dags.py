@@ -221,6 +221,75 @@ with DAG(
 """
 )
 
+TRAINJOB_OUTAGE = (
+    _TRAINJOB_HEADER
+    + """
+# Two 2-node TrainJobs waited for in the triggerer and in the worker; the test closes the API
+# server's listener while both train. Neither wait may fail or delete its job for that.
+with DAG("rs_trainjob_outage", schedule=None, start_date=dt.datetime(2026, 1, 1), catchup=False) as dag:
+    for deferrable in (True, False):
+        TrainJobOperator(
+            task_id="deferred" if deferrable else "in_worker", image="ghcr.io/acme/train:1", num_nodes=2,
+            resources_per_node={"nvidia.com/gpu": 1}, deferrable=deferrable, retries=0, poll_interval=1,
+            pod_template=work(20),
+        )
+"""
+)
+
+TRAINJOB_SYNC_TASK_KILL = (
+    _TRAINJOB_HEADER
+    + """
+# Waits in the worker; the test SIGKILLs the task process mid-wait. The retry must reattach to
+# the TrainJob of try 1 (still training when the retry starts), and no other may be created.
+with DAG(
+    "rs_trainjob_sync_task_kill", schedule=None, start_date=dt.datetime(2026, 1, 1), catchup=False
+) as dag:
+    TrainJobOperator(
+        task_id="train", image="ghcr.io/acme/train:1", num_nodes=2, resources_per_node={"nvidia.com/gpu": 1},
+        deferrable=False, retries=1, retry_delay=dt.timedelta(seconds=1), poll_interval=1,
+        pod_template=work(30),
+    )
+"""
+)
+
+TRAINJOB_LONG_BOTH = (
+    _TRAINJOB_HEADER
+    + """
+# One 2-node TrainJob training for ten minutes per mode: failed or killed from outside by the tests.
+with DAG("rs_trainjob_long_both", schedule=None, start_date=dt.datetime(2026, 1, 1), catchup=False) as dag:
+    for deferrable in (True, False):
+        TrainJobOperator(
+            task_id="deferred" if deferrable else "in_worker", image="ghcr.io/acme/train:1", num_nodes=2,
+            resources_per_node={"nvidia.com/gpu": 1}, deferrable=deferrable, retries=0, poll_interval=1,
+            pod_template=work(600),
+        )
+"""
+)
+
+TRAINJOB_TRIGGERER_KILL = (
+    _TRAINJOB_HEADER
+    + """
+# Three deferred TrainJobs while the test SIGKILLs the triggerer and starts a new one: two fit, one
+# training for 20 s (it ends while no triggerer runs), one for 40 s (it ends under the new one);
+# the third is a 5-node gang on a 4-GPU pool, never admitted until its admission timeout, whose
+# deadline must survive the restart.
+with DAG(
+    "rs_trainjob_triggerer_kill", schedule=None, start_date=dt.datetime(2026, 1, 1), catchup=False
+) as dag:
+    for index, seconds in enumerate((20, 40)):
+        TrainJobOperator(
+            task_id=f"fits_{index}", image="ghcr.io/acme/train:1", num_nodes=1,
+            resources_per_node={"nvidia.com/gpu": 1}, deferrable=True, retries=0, poll_interval=5,
+            pod_template=work(seconds),
+        )
+    TrainJobOperator(
+        task_id="never_admitted", image="ghcr.io/acme/train:1", num_nodes=5,
+        resources_per_node={"nvidia.com/gpu": 1}, deferrable=True, admission_timeout=50, retries=0,
+        poll_interval=5, pod_template=work(5),
+    )
+"""
+)
+
 DAG_FILES = {
     "rs_adopt_after_kill": ADOPT_AFTER_KILL,
     "rs_gang_sweep": GANG_SWEEP,
@@ -235,4 +304,8 @@ DAG_FILES = {
     "rs_clear_triggerer_down": CLEAR_TRIGGERER_DOWN,
     "rs_trainjob_long": TRAINJOB_LONG,
     "rs_trainjob_retry_after_timeout": TRAINJOB_RETRY_AFTER_TIMEOUT,
+    "rs_trainjob_outage": TRAINJOB_OUTAGE,
+    "rs_trainjob_sync_task_kill": TRAINJOB_SYNC_TASK_KILL,
+    "rs_trainjob_long_both": TRAINJOB_LONG_BOTH,
+    "rs_trainjob_triggerer_kill": TRAINJOB_TRIGGERER_KILL,
 }
