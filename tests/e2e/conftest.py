@@ -84,10 +84,12 @@ def leftovers(api: k8s.ApiClient, namespace: str = "default") -> dict[str, list[
         "trainer.kubeflow.org", "v1alpha1", namespace, "trainjobs"
     )
     jobsets = custom.list_namespaced_custom_object("jobset.x-k8s.io", "v1alpha2", namespace, "jobsets")
+    batch_jobs = k8s.BatchV1Api(api).list_namespaced_job(namespace).items
     return {
         "pytorchjobs": [j["metadata"]["name"] for j in jobs],
         "trainjobs": [j["metadata"]["name"] for j in trainjobs["items"]],
         "jobsets": [j["metadata"]["name"] for j in jobsets["items"]],
+        "jobs": [j.metadata.name for j in batch_jobs],
         "podgroups": [g["metadata"]["name"] for g in groups],
         "pods": [p.metadata.name for p in pods],
     }
@@ -97,6 +99,7 @@ NOTHING: dict[str, list[str]] = {
     "pytorchjobs": [],
     "trainjobs": [],
     "jobsets": [],
+    "jobs": [],
     "podgroups": [],
     "pods": [],
 }

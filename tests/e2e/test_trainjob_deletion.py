@@ -1,0 +1,171 @@
+"""A TrainJob the task deletes is gone for good when the task's error is raised, in both waits.
+
+The embedded cluster's Trainer behaves as Kubeflow Trainer v2.3.0 does (its reconcile never
+checks ``deletionTimestamp`` and re-applies a missing JobSet or PodGroup; see
+tests/sim/trainer_v2/test_trainer_source_facts.py), so a deletion that lets the TrainJob linger
+(``Foreground`` propagation) or deletes Trainer's PodGroup behind its back brings children back.
+Asserted after an admission timeout and after a failed node (``delete_on_finish="always"``):
+
+- when the task has failed, nothing of its TrainJob is left: no TrainJob, JobSet, Job, PodGroup
+  or pod;
+- nothing was applied twice: one JobSet and one PodGroup were ever added for it (a watch from
+  before the submission counts them), so no pod of the try ran after the deletion began;
+- the error says the job was deleted only because that was seen.
+
+The provider before issue 32 failed these (a second PodGroup every time; after a failure a new
+JobSet whose pods ran).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client as k8s
+from kubernetes import watch
+
+from gang_sim.cluster import SimCluster
+from tests.e2e.conftest import NOTHING, leftovers, task_states
+from tests.e2e.test_trainjob_operator import TRAINJOB_DAG, _hold_one_gpu
+
+pytestmark = pytest.mark.usefixtures("kube_connection")
+MODES = pytest.mark.parametrize("deferrable", [False, True], ids=["sync", "deferrable"])
+WATCHED = {
+    "jobsets": ("jobset.x-k8s.io", "v1alpha2"),
+    "podgroups": ("scheduling.volcano.sh", "v1beta1"),
+}
+
+
+class Additions:
+    """Counts ADDED events per (plural, name) in ``default`` from the moment it starts."""
+
+    def __init__(self, cluster: SimCluster) -> None:
+        self.counts: Counter[tuple[str, str]] = Counter()
+        self._stops: list[watch.Watch] = []
+        self._cluster = cluster
+
+    def start(self) -> None:
+        for plural, (group, version) in WATCHED.items():
+            custom = k8s.CustomObjectsApi(self._cluster.api_client())
+            listed = custom.list_namespaced_custom_object(group, version, "default", plural)
+            stream = watch.Watch()
+            self._stops.append(stream)
+            thread = threading.Thread(
+                target=self._follow,
+                args=(custom, stream, group, version, plural, listed["metadata"]["resourceVersion"]),
+                daemon=True,
+            )
+            thread.start()
+
+    def _follow(
+        self, custom: k8s.CustomObjectsApi, stream: watch.Watch, group: str, version: str, plural: str,
+        since: str,
+    ) -> None:  # fmt: skip
+        for event in stream.stream(
+            custom.list_namespaced_custom_object, group, version, "default", plural,
+            resource_version=since, timeout_seconds=120,
+        ):  # fmt: skip
+            if event["type"] == "ADDED":
+                self.counts[(plural, event["object"]["metadata"]["name"])] += 1
+
+    def stop(self) -> None:
+        for stream in self._stops:
+            stream.stop()
+
+
+@pytest.fixture
+def additions(cluster: SimCluster) -> Iterator[Additions]:
+    recorder = Additions(cluster)
+    recorder.start()
+    yield recorder
+    recorder.stop()
+
+
+def run_to_failure(
+    write_dag: Callable[..., Any],
+    tmp_path: Path,
+    api: k8s.ApiClient,
+    *,
+    deferrable: bool,
+    admission: float,
+    nodes: int,
+    annotations: dict[str, str],
+) -> dict[str, list[str]]:
+    """Run the DAG; the task must fail. Returns what was left at that moment."""
+    dag = write_dag(
+        TRAINJOB_DAG,
+        deferrable=deferrable,
+        out=str(tmp_path / "out.json"),
+        runtime="torch-distributed",
+        queue="research",
+        admission=admission,
+        nodes=nodes,
+        annotations=annotations,
+    )
+    states = task_states(dag.test())
+    left = leftovers(api)
+    assert states["train"] == "failed"
+    return left
+
+
+def assert_applied_once(additions: Additions) -> None:
+    jobsets = {name: count for (plural, name), count in additions.counts.items() if plural == "jobsets"}
+    podgroups = {name: count for (plural, name), count in additions.counts.items() if plural == "podgroups"}
+    assert len(jobsets) == 1, f"one TrainJob was submitted: {jobsets}"
+    assert list(jobsets.values()) == [1], f"its JobSet was applied again after the deletion: {jobsets}"
+    assert podgroups == dict.fromkeys(jobsets, 1), f"its PodGroup was applied again: {podgroups}"
+
+
+@MODES
+def test_after_an_admission_timeout_nothing_of_the_trainjob_is_left_or_comes_back(
+    write_dag: Callable[..., Any],
+    tmp_path: Path,
+    capfd: pytest.CaptureFixture[str],
+    cluster: SimCluster,
+    api: k8s.ApiClient,
+    additions: Additions,
+    deferrable: bool,
+) -> None:
+    """Four nodes on a 4-GPU pool with one GPU taken: the gang waits in its queue until the
+    admission timeout deletes it."""
+    release = _hold_one_gpu(cluster)
+    try:
+        left = run_to_failure(
+            write_dag, tmp_path, api, deferrable=deferrable, admission=3, nodes=4,
+            annotations={"sim.airflow-gang.io/duration": "60"},
+        )  # fmt: skip
+    finally:
+        release()
+    assert left == {**NOTHING, "pods": ["gpu-hog"]}
+    assert_applied_once(additions)
+    logged = capfd.readouterr().out
+    assert "GangAdmissionTimeout" in logged
+    assert "by queue 'research'" in logged
+    assert "it was deleted (seen gone, with its PodGroup and pods)" in logged
+    assert "not confirmed deleted" not in logged
+
+
+@MODES
+def test_after_a_failed_node_nothing_of_the_trainjob_is_left_or_comes_back(
+    write_dag: Callable[..., Any],
+    tmp_path: Path,
+    capfd: pytest.CaptureFixture[str],
+    api: k8s.ApiClient,
+    additions: Additions,
+    deferrable: bool,
+) -> None:
+    """A node exits 3 until its Job's backoff limit: the TrainJob fails, and the task deletes it
+    (``delete_on_finish="always"``), whose ``Failed`` condition Trainer drops before deciding."""
+    annotations = {"sim.airflow-gang.io/duration": "0.3", "sim.airflow-gang.io/exit-code": "3"}
+    left = run_to_failure(
+        write_dag, tmp_path, api, deferrable=deferrable, admission=60, nodes=2, annotations=annotations
+    )
+    assert left == NOTHING
+    assert_applied_once(additions)
+    logged = capfd.readouterr().out
+    assert "TrainJobFailed" in logged
+    assert "not confirmed deleted" not in logged
