@@ -788,3 +788,53 @@ def test_without_the_flag_pods_of_a_provider_made_podgroup_are_created_at_once(
     assert pods["provided-master-0"].spec.scheduler_name == "volcano"
     rounds_pass(operator)
     assert get_podgroup(custom, namespace, "provided") is None
+
+
+@pytest.mark.parametrize("flag", [None, "volcano"], ids=["no-gang-flag", "gang-flag"])
+def test_a_job_marked_for_deletion_is_left_alone_so_a_foreground_deletion_ends(
+    start_operator: StartOperator,
+    core: k8s.CoreV1Api,
+    custom: k8s.CustomObjectsApi,
+    namespace: str,
+    flag: str | None,
+) -> None:
+    """``PyTorchJobReconciler.Reconcile`` returns at once for a job with a ``deletionTimestamp``
+    (kubeflow/trainer v1.9.4 ``pkg/controller.v1/pytorch/pytorchjob_controller.go`` lines 149-152),
+    so neither a PodGroup nor a pod deleted while the job waits in a foreground deletion comes
+    back, with or without ``--gang-scheduler-name``: the provider may delete a PyTorchJob in the
+    foreground and its PodGroup itself (unlike a TrainJob, whose controller re-applies them)."""
+    ensure_queue(custom, "default")
+    hold = {"metadata": {"finalizers": ["example.com/hold"]}}
+    job = create(custom, namespace, pytorchjob("going", workers=1, gpus=1))
+    operator = start_operator(gang_scheduler_name=flag)
+    if flag is None:
+        custom.create_namespaced_custom_object(
+            VC_GROUP, VC_VERSION, namespace, "podgroups",
+            {"metadata": {"name": "going", "ownerReferences": [{
+                "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "name": "going",
+                "uid": job["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True,
+            }]}, "spec": {"minMember": 2, "queue": "default"}},
+        )  # fmt: skip
+    group = wait_for_podgroup(custom, namespace, "going")
+    group["status"] = {"phase": "Inqueue"}
+    custom.replace_namespaced_custom_object(VC_GROUP, VC_VERSION, namespace, "podgroups", "going", group)
+    wait_for_pods(core, namespace, "going", 2)
+    # A finalizer on the master keeps the job marked for deletion while we look.
+    core.patch_namespaced_pod("going-master-0", namespace, hold)
+
+    custom.delete_namespaced_custom_object(
+        "kubeflow.org", "v1", namespace, "pytorchjobs", "going", propagation_policy="Foreground"
+    )
+    custom.delete_namespaced_custom_object(VC_GROUP, VC_VERSION, namespace, "podgroups", "going")
+    eventually(lambda: list(job_pods(core, namespace, "going")) == ["going-master-0"], timeout=10)
+    rounds_pass(operator)
+    assert get_podgroup(custom, namespace, "going") is None
+    assert list(job_pods(core, namespace, "going")) == ["going-master-0"]
+    assert get_job(custom, namespace, "going")["metadata"]["deletionTimestamp"]
+
+    core.patch_namespaced_pod("going-master-0", namespace, {"metadata": {"finalizers": None}})
+    eventually(
+        lambda: (
+            not custom.list_namespaced_custom_object("kubeflow.org", "v1", namespace, "pytorchjobs")["items"]
+        )
+    )
