@@ -140,8 +140,12 @@ class CallingHook(KubernetesHook):
             ),
         )
 
-    def _list(self, kind: Kind, namespace: str, label_selector: str | None) -> list[JsonDict]:
+    def _list(
+        self, kind: Kind, namespace: str, label_selector: str | None, field_selector: str | None = None
+    ) -> list[JsonDict]:
         selector = {"label_selector": label_selector} if label_selector else {}
+        if field_selector:
+            selector["field_selector"] = field_selector
         listed: JsonDict = self._call(
             ApiRequest("list", kind.resource, None, namespace),
             lambda: self.custom_object_client.list_namespaced_custom_object(

@@ -316,11 +316,14 @@ class AsyncGangJobHook(AsyncWatchesMixin, AsyncKubernetesHook):
         left: list[str] = []
         for child in job_kind.children:
             kind = Kind.child(child)
-            if child.labelled:
-                listed = await self._list(kind, namespace, label_selector=job_kind.pod_selector(name))
-                found = [str(item["metadata"]["name"]) for item in listed.get("items") or []]
-            else:
-                found = [name] if await self._get(kind, name, namespace) is not None else []
+            # Listed also when named, so RBAC needs `list` alone.
+            selector = (
+                {"label_selector": job_kind.pod_selector(name)}
+                if child.labelled
+                else {"field_selector": f"metadata.name={name}"}
+            )
+            listed = await self._list(kind, namespace, **selector)
+            found = [str(item["metadata"]["name"]) for item in listed.get("items") or []]
             left.extend(f"{child.kind} {namespace}/{found_name}" for found_name in found)
         return left
 

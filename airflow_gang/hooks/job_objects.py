@@ -56,13 +56,10 @@ class JobObjectsHook(CallingHook):
         left: list[str] = []
         for child in job_kind.children:
             kind = Kind.child(child)
-            if child.labelled:
-                found = [
-                    str(item["metadata"]["name"])
-                    for item in self._list(kind, namespace, job_kind.pod_selector(name))
-                ]
-            else:
-                found = [name] if self._get(kind, name, namespace) is not None else []
+            # Listed also when named, so RBAC needs `list` alone.
+            labels = job_kind.pod_selector(name) if child.labelled else None
+            fields = None if child.labelled else f"metadata.name={name}"
+            found = [str(item["metadata"]["name"]) for item in self._list(kind, namespace, labels, fields)]
             left.extend(f"{child.kind} {namespace}/{found_name}" for found_name in found)
         return left
 

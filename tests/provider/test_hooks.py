@@ -899,6 +899,9 @@ async def test_required_permissions_cover_every_request_the_hooks_make(
     async for _ in ahook.watch("trainjob", NS, resource_version=version, timeout_seconds=1):
         pass
     await ahook.get_job(TRAINJOB, f"tj-{name}", NS)
+    # What confirms a TrainJob's deletion: its JobSet and batch Jobs, listed.
+    hook.list_job_children(TRAINJOB, f"tj-{name}", NS)
+    await ahook.list_job_children(TRAINJOB, f"tj-{name}", NS)
     await ahook.delete_job(TRAINJOB, f"tj-{name}", NS)
 
     hook.check_api(require_volcano=True)  # discovery: no RBAC rule needed
