@@ -245,3 +245,86 @@ def test_a_background_deletion_ends_and_nothing_comes_back(
         if event["type"] == "ADDED"
     ]
     assert added == []
+
+
+def test_one_indexed_job_runs_every_node_with_the_jobset_webhook_defaults_and_a_headless_service(
+    core: k8s.CoreV1Api, custom: k8s.CustomObjectsApi, batch: k8s.BatchV1Api, namespace: str
+) -> None:
+    """jobset.go ``SyncParallelCount`` (lines 302-323) sets ``parallelism`` = ``completions`` = the
+    node count on the trainer's one replicated job (torch.go line 118: ``numNodes``), so one batch
+    Job runs every node; JobSet's webhook ``Default`` (jobset ``pkg/webhooks/jobset_webhook.go``
+    lines 111-136) adds ``completionMode: Indexed``, ``restartPolicy: OnFailure``,
+    ``enableDNSHostnames``, success policy ``All`` and startup order ``AnyOrder``; the JobSet
+    controller makes the headless Service (``createHeadlessSvcIfNecessary``, jobset_controller.go
+    lines 788-812, ``clusterIP: None``)."""
+    create_trainjob(custom, namespace, trainjob("three", nodes=3, annotations={DURATION: "30"}))
+    jobset = eventually(lambda: items(custom, JOBSET, namespace, "jobsets"))[0]
+    spec = jobset["spec"]
+    assert spec["successPolicy"]["operator"] == "All"
+    assert spec["startupPolicy"]["startupPolicyOrder"] == "AnyOrder"
+    assert spec["network"]["enableDNSHostnames"] is True
+    (node,) = spec["replicatedJobs"]
+    assert node["template"]["spec"]["completionMode"] == "Indexed"
+    assert node["template"]["spec"]["template"]["spec"]["restartPolicy"] == "OnFailure"
+    jobs = eventually(lambda: batch.list_namespaced_job(namespace).items)
+    assert [(job.metadata.name, job.spec.parallelism, job.spec.completions) for job in jobs] == [
+        ("three-node-0", 3, 3)
+    ]
+    service = eventually(lambda: core.read_namespaced_service("three", namespace))
+    assert service.spec.cluster_ip == "None"
+    custom.delete_namespaced_custom_object(*TRAINER, namespace, "trainjobs", "three")
+
+
+def test_while_it_runs_a_trainjob_has_no_condition_and_its_jobs_status_counts_jobs(
+    core: k8s.CoreV1Api, custom: k8s.CustomObjectsApi, namespace: str
+) -> None:
+    """jobset.go ``Status`` (lines 438-472) copies only the JobSet's ``Completed`` and ``Failed``
+    conditions: no condition while the TrainJob waits or runs. ``jobsStatus`` is the JobSet's
+    ``replicatedJobsStatus``, which counts Jobs: a Job is ``ready`` once its ready and succeeded
+    pods reach its parallelism (jobset_controller.go lines 473-491), so two running nodes read
+    ``ready: 1``."""
+    create_trainjob(custom, namespace, trainjob("busy", nodes=2, annotations={DURATION: "60"}))
+
+    def two_running() -> bool:
+        pods = core.list_namespaced_pod(namespace).items
+        return len(pods) == 2 and all(pod.status.phase == "Running" for pod in pods)
+
+    eventually(two_running, timeout=20)
+    eventually(
+        lambda: (
+            ((get_trainjob(custom, namespace, "busy").get("status") or {}).get("jobsStatus") or [{}])[0].get(
+                "ready"
+            )
+            == 1
+        ),
+        timeout=10,
+    )
+    status = get_trainjob(custom, namespace, "busy")["status"]
+    assert status["jobsStatus"] == [
+        {"name": "node", "ready": 1, "succeeded": 0, "failed": 0, "active": 1, "suspended": 0}
+    ]
+    assert not status.get("conditions")
+    custom.delete_namespaced_custom_object(*TRAINER, namespace, "trainjobs", "busy")
+
+
+def test_trainer_sets_no_scheduler_name_and_records_no_event_of_a_trainjob_that_runs(
+    core: k8s.CoreV1Api, custom: k8s.CustomObjectsApi, namespace: str
+) -> None:
+    """Neither the Volcano plugin (volcano.go lines 130-139 add only the group-name annotation) nor
+    the JobSet plugin sets ``schedulerName``: a runtime whose pod template names none gives pods
+    the default scheduler, which Volcano never binds. The TrainJob controller records events only
+    when applying its objects fails (trainjob_controller.go lines 113-119)."""
+    runtime = runtime_without_retries("unscheduled", 0)
+    pod_spec = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"][
+        "spec"
+    ]
+    del pod_spec["schedulerName"]
+    custom.create_namespaced_custom_object(*TRAINER, namespace, "trainingruntimes", runtime)
+    body = trainjob("plain", nodes=1, runtime="unscheduled", runtime_kind="TrainingRuntime")
+    create_trainjob(custom, namespace, body)
+    (pod,) = eventually(lambda: core.list_namespaced_pod(namespace).items, timeout=10)
+    assert pod.spec.scheduler_name == "default-scheduler"
+    assert pod.metadata.annotations["scheduling.k8s.io/group-name"] == "plain"
+    events = core.list_namespaced_event(namespace, field_selector="involvedObject.name=plain").items
+    assert [event.reason for event in events] == []
+    custom.delete_namespaced_custom_object(*TRAINER, namespace, "trainjobs", "plain")
