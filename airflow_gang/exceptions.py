@@ -52,6 +52,33 @@ class GangAdmissionTimeout(GangError):
         self.reason = reason
 
 
+class GangQueueMismatch(GangError):
+    """The job's PodGroup appeared in another Volcano queue than the one the task asked for.
+
+    Something between the job and Volcano chose the queue: a webhook (Volcano's own moves a
+    PodGroup of queue ``default`` to its namespace's ``scheduling.volcano.sh/queue-name``), a
+    policy engine, or a controller that ignores where the job names its queue (a Trainer older
+    than v2.3 ignores ``runtimePatches``). The job was deleted as the task failed; a retry would
+    land in the same queue, so `gang_retry_policy()` fails the task at once.
+
+    :param asked_queue: the queue the task asked for.
+    :param queue: the queue the PodGroup is in.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        name: str | None = None,
+        namespace: str | None = None,
+        asked_queue: str | None = None,
+        queue: str | None = None,
+    ) -> None:
+        super().__init__(message, name=name, namespace=namespace)
+        self.asked_queue = asked_queue
+        self.queue = queue
+
+
 class PyTorchJobFailed(GangError):
     """The PyTorchJob reached the `Failed` condition; names the failing replica and its exit code."""
 

@@ -310,6 +310,39 @@ def failing_replica(pods: list[JsonDict], job_kind: JobKind = PYTORCHJOB) -> Rep
     return candidates[0][1] if candidates else None
 
 
+# The queue of a PodGroup that names none: the PodGroup CRD's default for ``spec.queue``.
+DEFAULT_QUEUE = "default"
+
+
+def podgroup_queue(podgroup: JsonDict) -> str:
+    """The Volcano queue a PodGroup is in (``spec.queue``; the CRD's ``default`` when unset)."""
+    return str((podgroup.get("spec") or {}).get("queue") or DEFAULT_QUEUE)
+
+
+def queue_mismatch(asked: str | None, seen: GangSnapshot) -> str | None:
+    """The queue the gang's PodGroup is in when it is not ``asked``, else None (nothing asked,
+    no PodGroup yet, or a job that already finished: its result stands wherever it ran)."""
+    if asked is None or seen.podgroup is None or seen.status.finished:
+        return None
+    actual = podgroup_queue(seen.podgroup)
+    return actual if actual != asked else None
+
+
+def queue_mismatch_message(
+    kind: str, namespace: str, name: str, asked: str | None, actual: str | None, *, deleted: bool
+) -> str:
+    """What a task whose PodGroup landed in another queue says (`GangQueueMismatch`)."""
+    end = "it was deleted" if deleted else "its deletion was not confirmed (see the task log)"
+    return (
+        f"{kind} {namespace}/{name} asked for Volcano queue {asked!r} but its PodGroup was created in "
+        f"queue {actual!r}, so {end}. Something between the job and Volcano chose the queue: Volcano's "
+        "PodGroup webhook moves queue 'default' to the namespace's scheduling.volcano.sh/queue-name "
+        "annotation, a policy webhook or controller may rewrite it, and a Trainer older than v2.3 "
+        "ignores the runtime patch that carries the queue. A retry lands in the same queue: remove the "
+        f"override, or ask for queue {actual!r}"
+    )
+
+
 def master_pod_name(job_name: str) -> str:
     """A PyTorchJob's rank-0 pod (`JobKind.leader_pod` finds any kind's)."""
     return f"{job_name}-{PYTORCHJOB.leader.lower()}-0"

@@ -4,8 +4,9 @@
 
 - `GangAdmissionTimeout` is retried, after ``admission_retry_delay`` (the queue needs time to
   drain; the job was already deleted, so the retry starts clean);
-- `GangSpecError`, `GangPermissionError`, `GangCRDNotInstalled` and API rejections of the
-  manifest fail at once: retrying cannot fix them;
+- `GangSpecError`, `GangPermissionError`, `GangCRDNotInstalled`, `GangQueueMismatch` (the
+  PodGroup landed in another queue than asked: a retry lands there too) and API rejections of
+  the manifest fail at once: retrying cannot fix them;
 - `PyTorchJobFailed` with a permanent exit code (1-127, Kubeflow's ExitCode convention) fails at
   once; 128-255 (killed by a signal, e.g. OOM-killed 137) follow the task's normal retries.
 
@@ -25,6 +26,7 @@ from airflow_gang.exceptions import (
     GangApiError,
     GangCRDNotInstalled,
     GangPermissionError,
+    GangQueueMismatch,
     GangSpecError,
     PyTorchJobFailed,
 )
@@ -74,7 +76,7 @@ def gang_retry_policy(
                 reason="the gang waited too long in its queue; retrying with a fresh job",
             ),
             RetryRule(
-                exception=[GangSpecError, GangPermissionError, GangCRDNotInstalled],
+                exception=[GangSpecError, GangPermissionError, GangCRDNotInstalled, GangQueueMismatch],
                 action=RetryAction.FAIL,
                 reason="invalid job description or cluster setup; retrying cannot help",
             ),

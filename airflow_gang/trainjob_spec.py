@@ -14,15 +14,23 @@ Facts encoded here (DOMAIN.md §6, the v2.3.0 TrainJob CRD):
 - the torch runtime sets ``PET_NNODES``, ``PET_NPROC_PER_NODE``, ``PET_NODE_RANK``,
   ``PET_MASTER_ADDR`` and ``PET_MASTER_PORT`` itself, and Trainer's webhook refuses a trainer
   ``env`` that sets them;
-- the Volcano plugin takes the PodGroup's queue from the TrainJob's annotation
-  ``scheduling.volcano.sh/queue-name`` (else the runtime's);
+- the Volcano plugin takes the PodGroup's queue from the annotation
+  ``scheduling.volcano.sh/queue-name`` of the runtime's JobSet template
+  (``spec.template.metadata.annotations``), overridden by the same annotation in
+  ``runtimePatches[].trainingRuntimeSpec.template.metadata.annotations``, the last patch naming
+  one winning (kubeflow/trainer v2.3.0 ``pkg/runtime/core/trainingruntime.go`` lines 145-161,
+  ``plugins/volcano/volcano.go`` line 182); without one the PodGroup is in ``default``. The
+  TrainJob's own ``metadata.annotations`` are never read for it, nor are pod annotations. So
+  ``queue`` goes into the operator's own runtime patch, and an annotation naming the queue
+  anywhere Trainer ignores it, or a patch of the user's naming another queue than ``queue``, is
+  refused;
 - everything about the pods beyond the trainer goes through ``runtimePatches``: entries keyed by
   ``manager``, each patching the runtime's JobSet template per replicated job, whose pod spec
   may only set affinity, containers (env, securityContext, volumeMounts), imagePullSecrets,
   initContainers, nodeSelector, schedulingGates, securityContext, serviceAccountName,
   terminationGracePeriodSeconds, tolerations and volumes, and whose pod metadata labels and
-  annotations. This spec's pod fields become one patch of manager `PATCH_MANAGER` for the
-  trainer's replicated job (``node``);
+  annotations. This spec's queue and pod fields become one patch of manager `PATCH_MANAGER`
+  (the pod fields for the trainer's replicated job, ``node``), the first of the list;
 - pods are named ``<trainjob>-node-0-<rank>-<5 characters>`` and must stay within 63.
 """
 
@@ -33,13 +41,13 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from airflow_gang import pod_fields, validation
+from airflow_gang.job_kinds import QUEUE_ANNOTATION, patches_queue
 from airflow_gang.k8s_objects import deep_merge
 from airflow_gang.naming import is_dns_1035_label, is_dns_1123_subdomain
 from airflow_gang.quantity import Quantity
 
 TRAINJOB_API_VERSION = "trainer.kubeflow.org/v1alpha1"
 DEFAULT_RUNTIME = "torch-distributed"
-QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
 # The replicated job, and its container, the torch runtimes train in.
 TRAINER_NODE = "node"
 PATCH_MANAGER = "airflow-gang.io/operator"
@@ -93,7 +101,14 @@ class TrainJobSpec(BaseModel):
         return validation.check_resource_list(value, "resources_per_node", gpus_positive=True)
 
     _labels = field_validator("labels")(pod_fields.check_labels)
-    _annotations = field_validator("annotations")(pod_fields.check_annotations)
+
+    @field_validator("annotations")
+    @classmethod
+    def _annotations(cls, value: dict[str, str]) -> dict[str, str]:
+        checked = pod_fields.check_annotations(value)
+        _refuse_ignored_queue(checked, "annotations", "the TrainJob")
+        return checked
+
     _node_selector = field_validator("node_selector")(pod_fields.check_node_selector)
     _tolerations = field_validator("tolerations")(pod_fields.check_tolerations)
 
@@ -133,6 +148,7 @@ class TrainJobSpec(BaseModel):
             {key for container in (value.get("spec") or {}).get("containers") or [] for key in container}
             - PATCHABLE_CONTAINER
         )
+        _refuse_ignored_queue((value.get("metadata") or {}).get("annotations") or {}, "pod_template", "a pod")
         for found, where in (
             (unknown, "pod_template"),
             (metadata_fields, "pod_template.metadata"),
@@ -168,6 +184,27 @@ class TrainJobSpec(BaseModel):
         return value
 
     @model_validator(mode="after")
+    def _patches_agree_with_the_queue(self) -> TrainJobSpec:
+        """A patch of the user's comes after the operator's own, so its queue would win over
+        ``queue`` (Trainer applies runtimePatches in order): refuse that rather than run elsewhere."""
+        for index, patch in enumerate(self.runtime_patches):
+            named = patches_queue([patch])
+            if self.queue is not None and named is not None and named != self.queue:
+                raise validation.error(
+                    f"runtime_patches[{index}] (manager {patch.get('manager')!r}) sets {QUEUE_ANNOTATION}="
+                    f"{named!r} but queue={self.queue!r}: Trainer applies runtime patches in order and "
+                    "yours come after the operator's, so the patch's queue would win; drop the annotation "
+                    f"from the patch, or pass queue={named!r}",
+                    "runtime_patches",
+                )
+        return self
+
+    @property
+    def asked_queue(self) -> str | None:
+        """The queue this job asks for: ``queue``, else the one a user's runtime patch names."""
+        return self.queue if self.queue is not None else patches_queue(self.runtime_patches)
+
+    @model_validator(mode="after")
     def _needs_an_image_or_a_command(self) -> TrainJobSpec:
         if self.image is None and self.command is None and self.runtime == DEFAULT_RUNTIME:
             raise validation.error(
@@ -184,14 +221,11 @@ class TrainJobSpec(BaseModel):
         check_trainjob_name(name, self.num_nodes)
         validation.check_namespace(namespace)
         labels = {**self.labels, **(extra_labels or {})}
-        annotations = dict(self.annotations)
-        if self.queue is not None:
-            annotations[QUEUE_ANNOTATION] = self.queue
         metadata: dict[str, Any] = {"name": name, "namespace": namespace}
         if labels:
             metadata["labels"] = labels
-        if annotations:
-            metadata["annotations"] = annotations
+        if self.annotations:
+            metadata["annotations"] = dict(self.annotations)
         spec: dict[str, Any] = {
             "runtimeRef": {
                 "apiGroup": "trainer.kubeflow.org",
@@ -222,7 +256,20 @@ class TrainJobSpec(BaseModel):
         return trainer
 
     def _own_patch(self, identity: dict[str, str]) -> list[dict[str, Any]]:
-        """One runtime patch for the trainer's pods: identity labels, pod_template, node fields."""
+        """The operator's runtime patch: the queue on the JobSet template, where Trainer's Volcano
+        plugin reads it; identity labels, pod_template and node fields on the trainer's pods."""
+        template: dict[str, Any] = {}
+        if self.queue is not None:
+            template["metadata"] = {"annotations": {QUEUE_ANNOTATION: self.queue}}
+        pod = self._own_pod_patch(identity)
+        if pod:
+            replicated = {"name": TRAINER_NODE, "template": {"spec": {"template": pod}}}
+            template["spec"] = {"replicatedJobs": [replicated]}
+        if not template:
+            return []
+        return [{"manager": PATCH_MANAGER, "trainingRuntimeSpec": {"template": template}}]
+
+    def _own_pod_patch(self, identity: dict[str, str]) -> dict[str, Any]:
         pod: dict[str, Any] = {"metadata": {"labels": dict(identity)}} if identity else {}
         if self.pod_template:
             pod = deep_merge(pod, self.pod_template)
@@ -231,15 +278,20 @@ class TrainJobSpec(BaseModel):
         if self.tolerations:
             spec = pod.setdefault("spec", {})
             spec["tolerations"] = [*(spec.get("tolerations") or []), *self.tolerations]
-        if not pod:
-            return []
-        replicated = {"name": TRAINER_NODE, "template": {"spec": {"template": pod}}}
-        return [
-            {
-                "manager": PATCH_MANAGER,
-                "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [replicated]}}},
-            }
-        ]
+        return pod
+
+
+def _refuse_ignored_queue(annotations: dict[str, Any], field: str, where: str) -> None:
+    """Trainer reads the queue only from the runtime's JobSet template and runtimePatches: the
+    annotation anywhere else would be silently ignored and the job run in another queue."""
+    if QUEUE_ANNOTATION in annotations:
+        queue = annotations[QUEUE_ANNOTATION]
+        raise validation.error(
+            f"{field} sets {QUEUE_ANNOTATION}={queue!r}, which Trainer v2.3 ignores on {where} (its "
+            "Volcano plugin reads the queue only from the runtime's template and runtimePatches, so the "
+            f"job would run in another queue): remove it and pass queue={queue!r}",
+            field,
+        )
 
 
 def check_trainjob_name(name: str, num_nodes: int) -> None:
@@ -268,3 +320,12 @@ def runtime_policy_mode(runtime: dict[str, Any]) -> str | None:
     if not policy:
         return "disabled"
     return "trainer" if "volcano" in policy else None
+
+
+def runtime_queue(runtime: dict[str, Any]) -> str | None:
+    """The Volcano queue a runtime gives its TrainJobs: the annotation on its JobSet template
+    (``spec.template.metadata.annotations``, where Trainer reads it; trainingruntime.go line 145),
+    never the runtime object's own ``metadata.annotations``. None when it names none."""
+    template = (runtime.get("spec") or {}).get("template") or {}
+    queue = ((template.get("metadata") or {}).get("annotations") or {}).get(QUEUE_ANNOTATION)
+    return str(queue) if queue else None

@@ -1,5 +1,5 @@
 """Reading one gang job through `GangJobHook`: the queue check, a look, the failure and its log,
-and the error of a job its queue held too long.
+and the errors of a job its queue held too long or whose PodGroup landed in another queue.
 
 One cluster conversation each, for the operator's waits and the sensors' pokes alike. Taking
 over and submitting live in `submission`, deleting in `cleanup`.
@@ -13,13 +13,21 @@ from typing import Any
 from airflow_gang.exceptions import (
     GangAdmissionTimeout,
     GangApiError,
+    GangQueueMismatch,
     GangSpecError,
     PyTorchJobFailed,
     TrainJobFailed,
 )
-from airflow_gang.gang_state import GangSnapshot, GangStatus, failing_replica
+from airflow_gang.gang_state import (
+    GangSnapshot,
+    GangStatus,
+    failing_replica,
+    podgroup_queue,
+    queue_mismatch_message,
+)
 from airflow_gang.hooks.gang import GangJobHook
 from airflow_gang.job_kinds import PYTORCHJOB, JobKind
+from airflow_gang.jobs.deletion import after_deletion
 from airflow_gang.jobs.failure_memory import FailureMemory
 
 JsonDict = dict[str, Any]
@@ -145,17 +153,41 @@ def failure_error(
 
 
 def admission_timeout(
-    name: str, namespace: str, status: GangStatus, seconds: float | None, job_kind: JobKind = PYTORCHJOB
+    name: str,
+    namespace: str,
+    status: GangStatus,
+    seconds: float | None,
+    job_kind: JobKind = PYTORCHJOB,
+    *,
+    deleted: bool | None = None,
 ) -> GangAdmissionTimeout:
-    """The failure of a job not admitted ``seconds`` after its creation, which was deleted for it."""
+    """The failure of a job not admitted ``seconds`` after its creation, which was deleted for it;
+    ``deleted``: whether that deletion was confirmed (None: not known here)."""
     by = f"by queue {status.queue!r}" if status.queue else "(no gang scheduling: not every replica was bound)"
     within = f"within {seconds or 0:.0f}s of its creation"
     return GangAdmissionTimeout(
         f"{job_kind.kind} {namespace}/{name} was not admitted {within} {by} "
-        f"({status.describe()}); it was deleted so its pods hold no resources and a retry starts clean",
+        f"({status.describe()}); {after_deletion(deleted)}",
         name=name,
         namespace=namespace,
         queue=status.queue,
         waited_seconds=seconds,
         reason=status.message or None,
+    )
+
+
+def queue_mismatch(
+    job: JsonDict, asked: str | None, seen: GangSnapshot, job_kind: JobKind = PYTORCHJOB, *, deleted: bool
+) -> GangQueueMismatch:
+    """The failure of a job whose PodGroup appeared in another queue than ``asked``; ``deleted``:
+    whether the job was confirmed gone as the task gave up on it."""
+    metadata = job["metadata"]
+    name, namespace = metadata["name"], metadata["namespace"]
+    actual = podgroup_queue(seen.podgroup) if seen.podgroup is not None else seen.status.queue
+    return GangQueueMismatch(
+        queue_mismatch_message(job_kind.kind, namespace, name, asked, actual, deleted=deleted),
+        name=name,
+        namespace=namespace,
+        asked_queue=asked,
+        queue=actual,
     )

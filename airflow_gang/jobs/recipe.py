@@ -36,6 +36,9 @@ class JobRecipe:
     :param queue: the Volcano queue the job asks for (for log lines; None without gangs).
     :param build_job: ``(name, namespace, identity labels) -> manifest``.
     :param build_podgroup: the same for the provider's PodGroup, None when there is none.
+    :param expected_queue: the queue the task asked for, which its PodGroup must be in when it
+        appears (a controller or webhook may put it elsewhere: the wait then fails at once);
+        None checks nothing (the queue was only defaulted, or the PodGroup is the provider's own).
     """
 
     job_kind: JobKind
@@ -43,6 +46,7 @@ class JobRecipe:
     queue: str | None
     build_job: Build
     build_podgroup: Callable[[str, str, dict[str, str]], JsonDict | None] = _no_podgroup
+    expected_queue: str | None = None
 
 
 def pytorchjob_recipe(spec: GangJobSpec) -> JobRecipe:
@@ -56,7 +60,9 @@ def pytorchjob_recipe(spec: GangJobSpec) -> JobRecipe:
     )
 
 
-def trainjob_recipe(spec: TrainJobSpec, gang_scheduling: str, queue: str | None) -> JobRecipe:
+def trainjob_recipe(
+    spec: TrainJobSpec, gang_scheduling: str, queue: str | None, *, expected_queue: str | None = None
+) -> JobRecipe:
     """A TrainJob's recipe; ``gang_scheduling`` is ``trainer`` when its runtime has a Volcano
     ``podGroupPolicy``, else ``disabled`` (`airflow_gang.jobs.runtime_check`)."""
     return JobRecipe(
@@ -64,6 +70,7 @@ def trainjob_recipe(spec: TrainJobSpec, gang_scheduling: str, queue: str | None)
         gang_scheduling,
         queue,
         lambda name, namespace, labels: spec.build_trainjob(name, namespace, extra_labels=labels),
+        expected_queue=expected_queue,
     )
 
 

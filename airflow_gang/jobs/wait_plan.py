@@ -31,6 +31,8 @@ class WaitPlan:
     admission_deadline: dt.datetime | None
     submitted_at: dt.datetime | None
     execution_deadline: dt.datetime | None = None
+    # The queue the task asked for, which the PodGroup must be in when it appears (None: no check).
+    expected_queue: str | None = None
 
     @classmethod
     def for_job(
@@ -40,6 +42,7 @@ class WaitPlan:
         wait_for: WaitFor,
         *,
         admission_timeout: float | None,
+        expected_queue: str | None = None,
     ) -> WaitPlan:
         """The plan for ``job``: its admission clock starts at the job's creation (also when an
         earlier try, or another task, submitted it), or now if the job shows none."""
@@ -48,7 +51,7 @@ class WaitPlan:
         deadline = None
         if admission_timeout and wait_for != "completion":
             deadline = submitted_at + dt.timedelta(seconds=admission_timeout)
-        return cls(gang_scheduling, wait_for, deadline, submitted_at)
+        return cls(gang_scheduling, wait_for, deadline, submitted_at, expected_queue=expected_queue)
 
     def until(self, moment: dt.datetime | None) -> WaitPlan:
         """This plan, ending at ``moment`` at the latest unless it already has an end."""
@@ -64,4 +67,5 @@ class WaitPlan:
             "admission_deadline": _text(self.admission_deadline),
             "execution_deadline": _text(self.execution_deadline),
             "submitted_at": _text(self.submitted_at),
+            "expected_queue": self.expected_queue,
         }

@@ -37,10 +37,7 @@ from airflow_gang.hooks.retrying import WAIT_RETRY_POLICY
 from airflow_gang.job_kinds import JobKind
 from airflow_gang.jobs import cleanup, observation, submission
 from airflow_gang.jobs.failure_memory import FailureMemory
-from airflow_gang.jobs.outcome import (
-    deletes_on_finish,
-    read_outcome,
-)
+from airflow_gang.jobs.outcome import deletes_on_finish, read_outcome
 from airflow_gang.jobs.recipe import JobRecipe
 from airflow_gang.jobs.result import job_result
 from airflow_gang.jobs.wait_plan import WaitPlan
@@ -129,6 +126,7 @@ class GangJobOperator(GangWaitArguments):
                 gang,
                 "both" if self.wait_for_completion else "admission",
                 admission_timeout=self.admission_timeout_seconds(),
+                expected_queue=recipe.expected_queue,
             )
             if self.deferrable:
                 seen = observation.observe(
@@ -188,7 +186,7 @@ class GangJobOperator(GangWaitArguments):
             job_kind=self.job_kind,
         )
         try:
-            end = self._waiter.run(job, plan.gang_scheduling, plan.wait_for, plan.admission_deadline)
+            end = self._waiter.run(job, plan)
         except AirflowTaskTimeout:
             # execution_timeout: the task gives up, so nobody would wait for the job any more.
             state_store.record_end(context, job, "timed_out", reason="execution_timeout reached")
@@ -199,23 +197,32 @@ class GangJobOperator(GangWaitArguments):
             return self._job_lost(context, job)
         if end.kind == "admission_timeout":
             metadata, seconds = job["metadata"], self.admission_timeout_seconds()
+            gone = self._give_up(job, "gang not admitted in time")
             error = observation.admission_timeout(
-                metadata["name"], metadata["namespace"], status, seconds, self.job_kind
+                metadata["name"], metadata["namespace"], status, seconds, self.job_kind, deleted=gone
             )
             state_store.record_end(context, job, "admission_timeout", reason=str(error))
-            self._give_up(job, "gang not admitted in time")
             raise error
+        if end.kind == "queue_mismatch":  # a retry would land in the same queue: fail for good
+            gone = self._give_up(job, "its PodGroup is in another queue than asked")
+            wrong = observation.queue_mismatch(
+                job, plan.expected_queue, end.seen, self.job_kind, deleted=gone
+            )
+            state_store.record_end(context, job, "failed", reason=str(wrong))
+            raise wrong
         if end.kind == "admitted":
             return job_result(end.seen.job or job, "admitted", end.admitted_at, None)
         return self._finish(context, job, status.phase.value, end.admitted_at, None, seen_failure=end.failure)
 
-    def _give_up(self, job: JsonDict, reason: str) -> None:
-        """Delete a job nobody will wait for (admission timeout, execution_timeout, a kill)."""
+    def _give_up(self, job: JsonDict, reason: str) -> bool:
+        """Delete a job nobody will wait for (admission timeout, execution_timeout, a kill, a
+        wrong queue); whether it was confirmed gone."""
         if self._waiter is not None:
             self._waiter.stop_following(timeout=1.0)
         metadata = job["metadata"]
+        gone = False
         try:
-            cleanup.delete_gang(
+            gone = cleanup.delete_gang(
                 self.hook,
                 metadata["name"],
                 metadata["namespace"],
@@ -235,6 +242,7 @@ class GangJobOperator(GangWaitArguments):
                 error,
             )
         self._submitted = None
+        return gone
 
     # --- deferral -----------------------------------------------------------------------------
 
@@ -277,6 +285,8 @@ class GangJobOperator(GangWaitArguments):
             self._give_up(known, ended.message)
         elif ended.status is EventStatus.ADMISSION_TIMEOUT:  # the trigger deleted the job
             state_store.record_end(context, known, "admission_timeout", reason=str(error))
+        elif ended.status is EventStatus.QUEUE_MISMATCH:  # the trigger deleted the job
+            state_store.record_end(context, known, "failed", reason=str(error))
         if error is not None:
             raise error
         with self._riding_out_outages(name, namespace) as hook:

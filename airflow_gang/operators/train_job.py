@@ -9,11 +9,18 @@ What is TrainJob's own (DOMAIN.md §6), checked in `TrainJobOperator.prepare` be
 
 - Kubeflow Trainer v2 must be served, and the named runtime must exist;
 - the runtime decides the gang: with ``podGroupPolicy.volcano`` Trainer's Volcano plugin makes
-  the PodGroup (named after the TrainJob, ``minMember`` = every node, queue from the TrainJob's
-  ``scheduling.volcano.sh/queue-name`` annotation), so the gang mode is ``trainer`` and Volcano
-  and the queue are checked like a PyTorchJob's; without a podGroupPolicy it is ``disabled``
-  (the task warns: such jobs deadlock a shared pool, and their admission timeout says so);
-  a ``coscheduling`` policy is refused (this provider follows Volcano's PodGroups).
+  the PodGroup (named after the TrainJob, ``minMember`` = every node), so the gang mode is
+  ``trainer`` and Volcano and the queue are checked like a PyTorchJob's; without a
+  podGroupPolicy it is ``disabled`` (the task warns: such jobs deadlock a shared pool, and their
+  admission timeout says so); a ``coscheduling`` policy is refused (this provider follows
+  Volcano's PodGroups);
+- the queue is where Trainer reads it (`airflow_gang.trainjob_spec`): ``queue=`` (or a user's
+  runtime patch naming one), else the annotation ``scheduling.volcano.sh/queue-name`` on the
+  runtime's JobSet template (``spec.template.metadata.annotations``; not the runtime's own
+  metadata), else ``default``. It must exist and be Open, and goes into the operator's runtime
+  patch. A queue the task asked for (given or the runtime's) is checked again when the PodGroup
+  appears: in another queue (a webhook such as Volcano's namespace default moved it, or a Trainer
+  older than v2.3 ignored the patch) the task fails at once with `GangQueueMismatch`.
 """
 
 from __future__ import annotations
@@ -27,7 +34,7 @@ from airflow_gang.jobs import observation
 from airflow_gang.jobs.recipe import JobRecipe, trainjob_recipe
 from airflow_gang.operators.gang_job import GangJobOperator
 from airflow_gang.operators.trainjob_arguments import TrainJobArguments
-from airflow_gang.trainjob_spec import QUEUE_ANNOTATION, TrainJobSpec, runtime_policy_mode
+from airflow_gang.trainjob_spec import TrainJobSpec, runtime_policy_mode, runtime_queue
 
 JsonDict = dict[str, Any]
 __all__ = ["TrainJobOperator", "runtime_gang_mode"]
@@ -91,8 +98,11 @@ class TrainJobOperator(GangJobOperator, TrainJobArguments):
             self.log.warning(NO_GANG_WARNING, spec.runtime, namespace, self.job_name or "<derived>")
             return trainjob_recipe(spec, gang, None)
         hook.check_api(require_volcano=True, job_kind=TRAINJOB)
-        runtime_queue = ((runtime.get("metadata") or {}).get("annotations") or {}).get(QUEUE_ANNOTATION)
-        queue = spec.queue or runtime_queue or "default"
+        asked = spec.asked_queue or runtime_queue(runtime)
+        queue = asked or "default"
         observation.check_queue(hook, queue)
-        # The queue goes on the TrainJob itself, so its result and the Gang jobs page name it.
-        return trainjob_recipe(spec.model_copy(update={"queue": queue}), gang, queue)
+        # The queue goes into the operator's runtime patch, where Trainer reads it, and so the
+        # TrainJob names it for its result and the Gang jobs page. Only a queue asked for (given
+        # or the runtime's) is checked on the PodGroup: a defaulted one may be moved on purpose
+        # by Volcano's webhook to the namespace's queue.
+        return trainjob_recipe(spec.model_copy(update={"queue": queue}), gang, queue, expected_queue=asked)

@@ -59,16 +59,22 @@ class TrainJobArguments(BaseOperator):
         PyTorch, unless ``command`` runs in it).
     :param command: the trainer's command; ``args`` its arguments; ``env`` extra environment
         (never ``PET_*``: the torch runtime sets those).
-    :param queue: the Volcano queue (the annotation ``scheduling.volcano.sh/queue-name`` the
-        plugin reads); default the runtime's, else ``default``. Stored as ``volcano_queue``:
+    :param queue: the Volcano queue. It goes into the operator's runtime patch as the JobSet
+        template annotation ``scheduling.volcano.sh/queue-name``, where Trainer's Volcano plugin
+        reads it (not on the TrainJob's own metadata, which Trainer ignores: ``annotations=``
+        naming it is refused); default the runtime template's queue, else ``default``. If the
+        PodGroup appears in another queue than asked, the task fails at once with
+        `GangQueueMismatch` and the job is deleted. Stored as ``volcano_queue``:
         ``BaseOperator.queue`` is Airflow's executor queue, which ``executor_queue=`` sets.
     :param priority_class: not settable from a TrainJob in Trainer v2.3 (its runtime patches
         cannot carry ``priorityClassName``); given, it is refused with the way to do it: a
         TrainingRuntime whose pod template sets it, named with ``runtime=``.
-    :param labels: labels of the TrainJob and of its pods; ``annotations`` of the TrainJob.
+    :param labels: labels of the TrainJob and of its pods; ``annotations`` of the TrainJob (not
+        the queue's: use ``queue``).
     :param node_selector: ``tolerations``, ``pod_template``: pod fields, patched into the
         runtime's trainer pods (`TrainJobSpec` lists which fields a runtime patch may set).
-    :param runtime_patches: further ``runtimePatches`` entries, each with its own ``manager``.
+    :param runtime_patches: further ``runtimePatches`` entries, each with its own ``manager``,
+        applied after the operator's own (one naming another queue than ``queue`` is refused).
     :param suspend: submit the TrainJob suspended (``spec.suspend``): no pods until it is resumed
         (`GangJobHook.set_job_suspended`); use with ``wait_for_completion=False``.
     :param admission_timeout: longest wait (timedelta or seconds) from submission until the gang

@@ -17,12 +17,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
-from airflow_gang.gang_state import GangPhase, GangSnapshot, GangStatus
+from airflow_gang.gang_state import GangPhase, GangSnapshot, GangStatus, podgroup_queue, queue_mismatch
 from airflow_gang.hooks.gang import GangJobHook
 from airflow_gang.job_kinds import PYTORCHJOB, JobKind
 from airflow_gang.jobs import observation
 from airflow_gang.jobs.failure_memory import FailureMemory
 from airflow_gang.jobs.job_watch import JobWatch
+from airflow_gang.jobs.wait_plan import WaitPlan
 from airflow_gang.operators.log_follower import LogFollower
 
 JsonDict = dict[str, Any]
@@ -33,10 +34,11 @@ RESYNC_SECONDS = 300.0
 
 
 class WaitEnd(NamedTuple):
-    """How a wait ended: ``admitted`` (admission-only waits), ``finished``, ``lost`` or
-    ``admission_timeout`` (the job is still there: the operator deletes it)."""
+    """How a wait ended: ``admitted`` (admission-only waits), ``finished``, ``lost``,
+    ``admission_timeout`` or ``queue_mismatch`` (the PodGroup appeared in another queue than
+    asked); in the last two the job is still there: the operator deletes it."""
 
-    kind: Literal["admitted", "finished", "lost", "admission_timeout"]
+    kind: Literal["admitted", "finished", "lost", "admission_timeout", "queue_mismatch"]
     seen: GangSnapshot
     admitted_at: str | None
     failure: FailureMemory | None = None
@@ -60,10 +62,13 @@ class WorkerWait:
     sleep: Callable[[float], None] = time.sleep
     watch: bool = True
     job_kind: JobKind = PYTORCHJOB
+    expected_queue: str | None = None
 
-    def run(
-        self, job: JsonDict, gang_scheduling: str, wait_for: str, deadline: dt.datetime | None
-    ) -> WaitEnd:
+    def run(self, job: JsonDict, plan: WaitPlan) -> WaitEnd:
+        """Wait for ``job`` as ``plan`` says (what for, until when, the queue its PodGroup must
+        be in when it appears)."""
+        self.expected_queue = plan.expected_queue
+        gang_scheduling, wait_for, deadline = plan.gang_scheduling, plan.wait_for, plan.admission_deadline
         metadata = job["metadata"]
         name, namespace = metadata["name"], metadata["namespace"]
         if not self.watch:
@@ -88,6 +93,7 @@ class WorkerWait:
         admitted_at: str | None = None
         last = ""
         memory = FailureMemory(self.job_kind)
+        podgroup_seen = False
         while True:
             if feed is not None:
                 feed.changed.clear()
@@ -95,6 +101,13 @@ class WorkerWait:
                 self.hook, name, namespace, gang_scheduling, uid, job_kind=self.job_kind
             )
             status = seen.status
+            if not podgroup_seen and seen.podgroup is not None:
+                # The queue is settled when the PodGroup is created (Trainer's plugin, then
+                # Volcano's mutating webhook, which acts on CREATE only): one check suffices.
+                podgroup_seen = True
+                self.log.info("PodGroup %s/%s is in queue %s", namespace, name, podgroup_queue(seen.podgroup))
+                if queue_mismatch(self.expected_queue, seen) is not None:
+                    return WaitEnd("queue_mismatch", seen, None)
             if (failure := memory.noticed(seen.pods)) is not None:
                 memory.tail = observation.log_tail(
                     self.hook, failure.pod, namespace, 100, self.job_kind.container, previous=failure.previous

@@ -15,8 +15,15 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol
 
-from airflow_gang.exceptions import GangAdmissionTimeout, GangApiError, GangApiUnavailable, GangJobLost
+from airflow_gang.exceptions import (
+    GangAdmissionTimeout,
+    GangApiError,
+    GangApiUnavailable,
+    GangJobLost,
+    GangQueueMismatch,
+)
 from airflow_gang.gang_state import GangSnapshot
+from airflow_gang.jobs.deletion import after_deletion
 from airflow_gang.outage import OutageLog
 from airflow_gang.timeline import finished_at
 
@@ -58,6 +65,7 @@ class EventStatus(StrEnum):
     SUCCEEDED = "succeeded"
     FAILED = "failed"
     ADMISSION_TIMEOUT = "admission_timeout"  # the trigger deleted the job
+    QUEUE_MISMATCH = "queue_mismatch"  # the PodGroup appeared in another queue: the trigger deleted the job
     LOST = "lost"  # the job is gone (someone else deleted it)
     API_UNAVAILABLE = "api_unavailable"  # an outage past api_unavailable_timeout: nothing deleted
     ERROR = "error"  # see GangEvent.reason
@@ -85,6 +93,8 @@ class GangEvent:
     reattached: bool  # the try had taken over an earlier try's job
     job_kind: str = "PyTorchJob"
     failure: JsonDict | None = None  # the failing replica the wait saw (`FailureMemory`)
+    asked_queue: str | None = None  # with QUEUE_MISMATCH: the queue the task asked for
+    deleted: bool | None = None  # with ADMISSION_TIMEOUT: the trigger saw the job and its pods gone
 
     @classmethod
     def of(cls, payload: JsonDict) -> GangEvent:
@@ -105,6 +115,8 @@ class GangEvent:
             reattached=bool((payload.get("wait") or {}).get("reattached")),
             job_kind=str(payload.get("kind") or "PyTorchJob"),
             failure=payload.get("failure"),
+            asked_queue=payload.get("asked_queue"),
+            deleted=payload.get("deleted"),
         )
 
     @property
@@ -137,13 +149,20 @@ class GangEvent:
                 else "(no gang scheduling: not every replica was bound)"
             )
             return GangAdmissionTimeout(
-                f"{where} was not admitted in time {by} ({self.message}); it was deleted so its pods hold "
-                "no resources and a retry starts clean",
+                f"{where} was not admitted in time {by} ({self.message}); {after_deletion(self.deleted)}",
                 name=self.name,
                 namespace=self.namespace,
                 queue=self.queue,
                 waited_seconds=waited_seconds,
                 reason=self.message or None,
+            )
+        if self.status is EventStatus.QUEUE_MISMATCH:  # the message says whether it was deleted
+            return GangQueueMismatch(
+                self.message,
+                name=self.name,
+                namespace=self.namespace,
+                asked_queue=self.asked_queue,
+                queue=self.queue,
             )
         if self.status is EventStatus.ERROR:
             return GangApiError(

@@ -4,9 +4,10 @@ It follows the job, its PodGroup and its pods with list + watch (`change_feed.Ch
 re-listing after ``410 Gone``), re-evaluates `airflow_gang.gang_state.gang_status` on every
 change, and yields exactly one event:
 
-``{status: admitted|succeeded|failed|admission_timeout|lost|api_unavailable|error, reason, name,
-namespace, uid, phase, message, timeline, ...}`` (``api_unavailable`` also carries
-``unavailable_seconds`` and ``last_error``, for the task's `GangApiUnavailable`).
+``{status: admitted|succeeded|failed|admission_timeout|queue_mismatch|lost|api_unavailable|error,
+reason, name, namespace, uid, phase, message, timeline, ...}`` (``api_unavailable`` also carries
+``unavailable_seconds`` and ``last_error``, for the task's `GangApiUnavailable`;
+``queue_mismatch`` carries ``asked_queue``, for its `GangQueueMismatch`).
 
 While the watches work, the objects are read again only on a change (and every
 `RESYNC_SECONDS` as a safety net); while one fails, every ``poll_interval``. An API that cannot be
@@ -15,7 +16,8 @@ reached is ridden out (`airflow_gang.outage`): one WARNING per episode, and afte
 as absolute UTC times, so a triggerer restart does not reset the clock; after an outage the
 decision comes from what the objects say (a gang admitted meanwhile counts as admitted, at its
 PodGroup's condition time). On an admission timeout the trigger deletes the job and its PodGroup
-and confirms by a watch that they are gone before it reports, so a retry starts clean. ``on_kill``
+and confirms by a watch that they are gone before it reports, so a retry starts clean; so does it
+when the PodGroup first appears in another queue than ``expected_queue``. ``on_kill``
 (Airflow 3.3: the user marked the task failed or success, or cleared it) deletes them too.
 
 The trigger's kwargs (stored in Airflow's trigger table) carry the connection id, never the
@@ -37,6 +39,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib
+import inspect
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -61,6 +64,7 @@ from airflow_gang.triggers.events import (
     utc_now,
 )
 from airflow_gang.triggers.feeds import Feed, PollingFeed, SharedFeed
+from airflow_gang.triggers.queue_check import wrong_queue_event
 
 if TYPE_CHECKING:
     from airflow_gang.hooks.gang_async import AsyncGangJobHook
@@ -111,6 +115,8 @@ class GangJobTrigger(BaseTrigger):
         event, so the task knows a "lost" job means "the earlier try's job was deleted" (train
         anew) even when resumed without its defer kwargs, as ``dag.test()`` does.
     :param job_kind: the job's ``kind``: ``PyTorchJob`` (default) or ``TrainJob``.
+    :param expected_queue: the queue the task asked for; a PodGroup that first appears in
+        another one is deleted with its job and ``queue_mismatch`` reported. None checks nothing.
     """
 
     def __init__(
@@ -134,6 +140,7 @@ class GangJobTrigger(BaseTrigger):
         watch: WatchMode = "shared",
         reattached: bool = False,
         job_kind: str = "PyTorchJob",
+        expected_queue: str | None = None,
     ) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
         self.name = name
@@ -156,33 +163,15 @@ class GangJobTrigger(BaseTrigger):
         self.watch = watch
         self.reattached = reattached
         self.job_kind, self.kind = job_kind, job_kind_named(job_kind)
+        self.expected_queue = expected_queue
         self._event_sent = False
         self._connection_extras: dict[str, Any] | None = None
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
-        return (
-            f"{type(self).__module__}.{type(self).__qualname__}",
-            {
-                "name": self.name,
-                "namespace": self.namespace,
-                "uid": self.uid,
-                "wait_for": self.wait_for,
-                "gang_scheduling": self.gang_scheduling,
-                "admission_deadline": self.admission_deadline,
-                "execution_deadline": self.execution_deadline,
-                "submitted_at": self.submitted_at,
-                "admitted_at": self.admitted_at,
-                "poll_interval": self.poll_interval,
-                "kubernetes_conn_id": self.kubernetes_conn_id,
-                "hook_kwargs": self.hook_kwargs,
-                "delete_on_kill": self.delete_on_kill,
-                "not_before": self.not_before,
-                "api_unavailable_timeout": self.api_unavailable_timeout,
-                "watch": self.watch,
-                "reattached": self.reattached,
-                "job_kind": self.job_kind,
-            },
-        )
+        # Each argument is kept as the attribute of its name: the kwargs are those attributes.
+        names = inspect.signature(GangJobTrigger.__init__).parameters
+        kwargs = {name: getattr(self, name) for name in names if name != "self"}
+        return f"{type(self).__module__}.{type(self).__qualname__}", kwargs
 
     async def hook(self) -> AsyncGangJobHook:
         """The async hook, its module imported in a thread.
@@ -269,6 +258,7 @@ class GangJobTrigger(BaseTrigger):
         outage = Outage(f"{self.job_kind} {self.namespace}/{self.name}", timeout=self.api_unavailable_timeout)
         last_line = ""
         memory = FailureMemory(self.kind)
+        podgroup_seen = False
         while True:
             feed.changed.clear()
             try:
@@ -289,6 +279,13 @@ class GangJobTrigger(BaseTrigger):
             if (message := outage.recovered()) is not None:
                 self.log.info(message)
             status = seen.status
+            if not podgroup_seen and seen.podgroup is not None:
+                podgroup_seen = True  # its queue is settled at creation: one check suffices
+                wrong = await wrong_queue_event(
+                    self, seen, self.expected_queue, lambda: self._delete(hook), self.log
+                )
+                if wrong is not None:
+                    return wrong
             await looks.note_failure(hook, memory, seen.pods, self.namespace)
             line = status.describe()
             if line != last_line:
@@ -326,13 +323,16 @@ class GangJobTrigger(BaseTrigger):
                     "failure": memory.to_json(),
                 }
             if waiting_for_admission and past(self.admission_deadline):
-                await self._delete(hook)
-                return gang_event(
-                    self,
-                    "admission_timeout",
-                    seen,
-                    f"gang not admitted by {self.admission_deadline}: {status.describe()}",
-                )
+                gone = await self._delete(hook)
+                return {
+                    **gang_event(
+                        self,
+                        "admission_timeout",
+                        seen,
+                        f"gang not admitted by {self.admission_deadline}: {status.describe()}",
+                    ),
+                    "deleted": gone,
+                }
             if past(self.execution_deadline):
                 return execution_timeout_event(self, seen)
             deadlines = [

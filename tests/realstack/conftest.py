@@ -129,10 +129,16 @@ def sweep(client: k8s.ApiClient) -> None:
     """Delete every job, PodGroup and pod a failed test left behind, and wait until they are gone."""
     custom, core = k8s.CustomObjectsApi(client), k8s.CoreV1Api(client)
     left = leftovers(client)
-    for kind, plural in ((PYTORCHJOBS, "pytorchjobs"), (TRAINJOBS, "trainjobs"), (JOBSETS, "jobsets")):
+    # Background for TrainJobs: Trainer re-applies the children of one that lingers in a foreground
+    # deletion (docs/trainer-v2.md).
+    for kind, plural, policy in (
+        (PYTORCHJOBS, "pytorchjobs", "Foreground"),
+        (TRAINJOBS, "trainjobs", "Background"),
+        (JOBSETS, "jobsets", "Background"),
+    ):
         for name in left[plural]:
             with contextlib.suppress(k8s.ApiException):
-                custom.delete_namespaced_custom_object(*kind, name, body={"propagationPolicy": "Foreground"})
+                custom.delete_namespaced_custom_object(*kind, name, body={"propagationPolicy": policy})
     for name in left["podgroups"]:
         with contextlib.suppress(k8s.ApiException):
             custom.delete_namespaced_custom_object(*PODGROUPS, name)

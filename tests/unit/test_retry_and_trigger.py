@@ -15,6 +15,7 @@ from airflow_gang.exceptions import (
     GangApiError,
     GangCRDNotInstalled,
     GangPermissionError,
+    GangQueueMismatch,
     GangSpecError,
     PyTorchJobFailed,
 )
@@ -31,12 +32,13 @@ from airflow_gang.triggers.gang import GangJobTrigger
         (GangPermissionError("cannot create pytorchjobs", status=403), RetryAction.FAIL),
         (GangCRDNotInstalled("PyTorchJob CRD is not installed", status=404), RetryAction.FAIL),
         (GangApiError("Invalid", status=422), RetryAction.FAIL),
+        (GangQueueMismatch("in queue default, not research", queue="default"), RetryAction.FAIL),
         (PyTorchJobFailed("worker 0 failed", replica="Worker 0", exit_code=3), RetryAction.FAIL),
         (PyTorchJobFailed("oom killed", replica="Worker 0", exit_code=137), RetryAction.DEFAULT),
         (GangApiError("server error", status=503), RetryAction.DEFAULT),
         (RuntimeError("anything else"), RetryAction.DEFAULT),
     ],
-    ids=["timeout", "spec", "rbac", "crd", "422", "exit-3", "exit-137", "503", "other"],
+    ids=["timeout", "spec", "rbac", "crd", "422", "wrong-queue", "exit-3", "exit-137", "503", "other"],
 )
 def test_gang_retry_policy_retries_queue_timeouts_and_fails_fast_on_permanent_errors(
     exception: BaseException, action: RetryAction
@@ -72,6 +74,7 @@ def test_trigger_serialize_mirrors_its_constructor() -> None:
         "watch": "per_trigger",
         "reattached": True,
         "job_kind": "TrainJob",
+        "expected_queue": "research",
     }
     path, serialized = GangJobTrigger(**kwargs).serialize()  # type: ignore[arg-type]
     assert path == "airflow_gang.triggers.gang.GangJobTrigger"

@@ -9,17 +9,35 @@ from typing import Any
 import pytest
 
 from airflow_gang.exceptions import GangSpecError
-from airflow_gang.gang_state import TRAINER_NOT_GANG_SCHEDULED, GangPhase, gang_status
-from airflow_gang.job_kinds import PYTORCHJOB, TRAINJOB, job_kind_named
+from airflow_gang.gang_state import (
+    TRAINER_NOT_GANG_SCHEDULED,
+    GangPhase,
+    GangSnapshot,
+    gang_status,
+    podgroup_queue,
+    queue_mismatch,
+)
+from airflow_gang.job_kinds import PYTORCHJOB, QUEUE_ANNOTATION, TRAINJOB, job_kind_named
 from airflow_gang.jobs.failure_memory import FailureMemory
 from airflow_gang.jobs.result import job_result
 from airflow_gang.operators.train_job import runtime_gang_mode
+from airflow_gang.trainjob_spec import PATCH_MANAGER, runtime_queue
 
 JsonDict = dict[str, Any]
 
 
+def queue_patch(manager: str, queue: str) -> JsonDict:
+    """A runtime patch naming the queue where Trainer v2.3 reads it (the JobSet template's
+    annotations)."""
+    annotations = {QUEUE_ANNOTATION: queue}
+    return {
+        "manager": manager,
+        "trainingRuntimeSpec": {"template": {"metadata": {"annotations": annotations}}},
+    }
+
+
 def trainjob(*conditions: tuple[str, str], nodes: int = 4, queue: str | None = "research") -> JsonDict:
-    annotations = {"scheduling.volcano.sh/queue-name": queue} if queue else {}
+    patches = [queue_patch(PATCH_MANAGER, queue)] if queue else []
     return {
         "apiVersion": "trainer.kubeflow.org/v1alpha1",
         "kind": "TrainJob",
@@ -27,10 +45,13 @@ def trainjob(*conditions: tuple[str, str], nodes: int = 4, queue: str | None = "
             "name": "tj",
             "namespace": "ml",
             "uid": "u1",
-            "annotations": annotations,
             "creationTimestamp": "2026-01-01T00:00:00Z",
         },
-        "spec": {"runtimeRef": {"name": "torch-distributed"}, "trainer": {"numNodes": nodes}},
+        "spec": {
+            "runtimeRef": {"name": "torch-distributed"},
+            "trainer": {"numNodes": nodes},
+            "runtimePatches": patches,
+        },
         "status": {
             "conditions": [
                 {
@@ -90,6 +111,51 @@ def test_replicas_queue_and_kind_lookup() -> None:
     assert job_kind_named(None) is PYTORCHJOB
     with pytest.raises(ValueError, match="use one of PyTorchJob, TrainJob"):
         job_kind_named("MPIJob")
+
+
+def test_the_queue_is_read_from_the_runtime_patches_as_trainer_reads_it_the_last_one_winning() -> None:
+    """kubeflow/trainer v2.3.0 pkg/runtime/core/trainingruntime.go 145-161: each patch's template
+    annotations over the runtime's, in list order."""
+    job = trainjob(queue="research")
+    job["spec"]["runtimePatches"].append({"manager": "team.example.com/affinity"})  # names none
+    assert TRAINJOB.queue(job) == "research"
+    job["spec"]["runtimePatches"].append(queue_patch("team.example.com/queues", "batch"))
+    assert TRAINJOB.queue(job) == "batch"
+    # Trainer never reads the TrainJob's own annotation: a patch's queue wins over it.
+    job["metadata"]["annotations"] = {QUEUE_ANNOTATION: "legacy"}
+    assert TRAINJOB.queue(job) == "batch"
+
+
+def test_a_trainjob_of_an_earlier_provider_version_still_names_the_queue_its_task_asked_for() -> None:
+    job = trainjob(queue=None)
+    assert TRAINJOB.queue(job) is None
+    job["metadata"]["annotations"] = {QUEUE_ANNOTATION: "research"}
+    assert TRAINJOB.queue(job) == "research"
+
+
+def test_a_runtime_names_its_queue_on_its_jobset_template_not_on_itself() -> None:
+    runtime: JsonDict = {"metadata": {"name": "rt", "annotations": {QUEUE_ANNOTATION: "ignored"}}, "spec": {}}
+    assert runtime_queue(runtime) is None
+    runtime["spec"]["template"] = {"metadata": {"annotations": {QUEUE_ANNOTATION: "research"}}}
+    assert runtime_queue(runtime) == "research"
+
+
+def test_a_podgroup_in_another_queue_than_asked_is_a_mismatch_until_the_job_finished() -> None:
+    def seen(job: JsonDict, group: JsonDict | None) -> GangSnapshot:
+        return GangSnapshot.of(job, group, [], "trainer", TRAINJOB)
+
+    in_default = podgroup("Pending")
+    in_default["spec"]["queue"] = "default"
+    assert queue_mismatch("research", seen(trainjob(), in_default)) == "default"
+    assert queue_mismatch("research", seen(trainjob(), podgroup("Pending"))) is None
+    assert queue_mismatch(None, seen(trainjob(), in_default)) is None  # nothing asked: no check
+    assert queue_mismatch("research", seen(trainjob(), None)) is None  # no PodGroup yet
+    finished = trainjob(("Complete", "True"))
+    assert queue_mismatch("research", seen(finished, in_default)) is None  # its result stands
+    # A PodGroup without spec.queue is in the CRD's default queue.
+    del in_default["spec"]["queue"]
+    assert podgroup_queue(in_default) == "default"
+    assert queue_mismatch("research", seen(trainjob(), in_default)) == "default"
 
 
 def test_rank_0_is_found_among_the_pods_the_newest_when_its_job_replaced_one() -> None:

@@ -6,9 +6,18 @@ from __future__ import annotations
 import pytest
 
 from airflow_gang.exceptions import GangSpecError
-from airflow_gang.trainjob_spec import PATCH_MANAGER, QUEUE_ANNOTATION, TrainJobSpec
+from airflow_gang.job_kinds import QUEUE_ANNOTATION, TRAINJOB
+from airflow_gang.trainjob_spec import PATCH_MANAGER, TrainJobSpec
 
 IMAGE = "ghcr.io/acme/train:1"
+
+
+def queue_patch(manager: str, queue: str) -> dict[str, object]:
+    annotations = {QUEUE_ANNOTATION: queue}
+    return {
+        "manager": manager,
+        "trainingRuntimeSpec": {"template": {"metadata": {"annotations": annotations}}},
+    }
 
 
 def test_the_trainer_fields_runtime_and_queue_land_where_trainer_reads_them() -> None:
@@ -25,7 +34,9 @@ def test_the_trainer_fields_runtime_and_queue_land_where_trainer_reads_them() ->
     job = spec.build_trainjob("sweep-1", "ml", extra_labels={"airflow-gang.io/dag-id": "d"})
     assert job["apiVersion"] == "trainer.kubeflow.org/v1alpha1"
     assert job["kind"] == "TrainJob"
-    assert job["metadata"]["annotations"] == {QUEUE_ANNOTATION: "research"}
+    # Trainer ignores a queue annotation on the TrainJob itself: none there, a kubectl reader
+    # would believe it.
+    assert "annotations" not in job["metadata"]
     assert job["metadata"]["labels"] == {"airflow-gang.io/dag-id": "d"}
     assert job["spec"]["runtimeRef"] == {
         "apiGroup": "trainer.kubeflow.org",
@@ -42,9 +53,13 @@ def test_the_trainer_fields_runtime_and_queue_land_where_trainer_reads_them() ->
         trainer["resourcesPerNode"]["requests"]["nvidia.com/gpu"]
         == trainer["resourcesPerNode"]["limits"]["nvidia.com/gpu"]
     )
-    # The identity labels reach the pods too, through the operator's own runtime patch.
+    # The identity labels reach the pods too, through the operator's own runtime patch, which
+    # carries the queue where Trainer's Volcano plugin reads it: the JobSet template's annotations.
     (patch,) = job["spec"]["runtimePatches"]
     assert patch["manager"] == PATCH_MANAGER
+    assert patch["trainingRuntimeSpec"]["template"]["metadata"] == {
+        "annotations": {QUEUE_ANNOTATION: "research"}
+    }
     (replicated,) = patch["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"]
     assert replicated["name"] == "node"
     assert replicated["template"]["spec"]["template"]["metadata"]["labels"] == {"airflow-gang.io/dag-id": "d"}
@@ -70,6 +85,31 @@ def test_pod_fields_and_power_user_patches_become_runtime_patches_in_order() -> 
     assert pod["spec"]["tolerations"][0]["key"] == "gpu"
     assert pod["spec"]["serviceAccountName"] == "trainer"
     assert job["spec"]["runtimeRef"]["kind"] == "TrainingRuntime"
+
+
+def test_a_queue_alone_is_a_runtime_patch_and_the_job_kind_reads_it_back() -> None:
+    job = TrainJobSpec(image=IMAGE, queue="research").build_trainjob("queued", "ml")
+    assert job["spec"]["runtimePatches"] == [
+        {
+            "manager": PATCH_MANAGER,
+            "trainingRuntimeSpec": {
+                "template": {"metadata": {"annotations": {QUEUE_ANNOTATION: "research"}}}
+            },
+        }
+    ]
+    assert "annotations" not in job["metadata"]
+    assert TRAINJOB.queue(job) == "research"
+
+
+def test_a_user_patch_naming_the_same_queue_or_none_is_kept_and_may_name_it_alone() -> None:
+    same = queue_patch("team.example.com/queues", "research")
+    spec = TrainJobSpec(image=IMAGE, queue="research", runtime_patches=[same])
+    own, theirs = spec.build_trainjob("same", "ml")["spec"]["runtimePatches"]
+    assert theirs == same
+    assert own["manager"] == PATCH_MANAGER
+    # Without queue=, the queue a patch of the user's names is the one asked for.
+    assert TrainJobSpec(image=IMAGE, runtime_patches=[same]).asked_queue == "research"
+    assert TrainJobSpec(image=IMAGE).asked_queue is None
 
 
 def test_nothing_to_patch_sends_no_runtime_patches() -> None:
@@ -99,6 +139,18 @@ def test_nothing_to_patch_sends_no_runtime_patches() -> None:
         ),
         ({"runtime_patches": [{"trainingRuntimeSpec": {}}]}, "runtime_patches", "'manager'"),
         ({"runtime_patches": [{"manager": PATCH_MANAGER}]}, "runtime_patches", "operator's own patch"),
+        # Trainer reads the queue only from the runtime's template and runtimePatches.
+        ({"annotations": {QUEUE_ANNOTATION: "research"}}, "annotations", "pass queue='research'"),
+        (
+            {"pod_template": {"metadata": {"annotations": {QUEUE_ANNOTATION: "research"}}}},
+            "pod_template",
+            "ignores on a pod",
+        ),
+        (
+            {"queue": "research", "runtime_patches": [queue_patch("team.example.com/queues", "batch")]},
+            "runtime_patches",
+            "the patch's queue would win; drop the annotation from the patch, or pass queue='batch'",
+        ),
         ({"resources_per_node": {"nvidia.com/gpu": "lots"}}, "resources_per_node", "nvidia.com/gpu"),
         ({"num_node": 2}, "num_node", "did you mean 'num_nodes'"),
     ],
