@@ -176,11 +176,13 @@ with DAG(
     @task
     def cleanup(submitted: list[dict[str, Any]], conn_id: str) -> None:
         """Delete every TrainJob of this run that is still there (finished or not): its JobSet,
-        Jobs, pods and PodGroup go with it."""
+        Jobs, pods and PodGroup go with it. In the background: Kubeflow Trainer re-applies the
+        children of a TrainJob that lingers in a foreground deletion (docs/trainer-v2.md)."""
         hook = GangJobHook(conn_id=conn_id)
         jobs = submitted[:]
         for job in jobs:
-            hook.delete_job(TRAINJOB, job["name"], job["namespace"], propagation="Foreground")
+            background = TRAINJOB.deletion_propagation
+            hook.delete_job(TRAINJOB, job["name"], job["namespace"], propagation=background)
         for job in jobs:
             hook.wait_gone("trainjob", job["name"], job["namespace"], timeout=60)
 

@@ -323,16 +323,13 @@ class GangJobTrigger(BaseTrigger):
                     "failure": memory.to_json(),
                 }
             if waiting_for_admission and past(self.admission_deadline):
-                gone = await self._delete(hook)
-                return {
-                    **gang_event(
-                        self,
-                        "admission_timeout",
-                        seen,
-                        f"gang not admitted by {self.admission_deadline}: {status.describe()}",
-                    ),
-                    "deleted": gone,
-                }
+                await self._delete(hook)
+                return gang_event(
+                    self,
+                    "admission_timeout",
+                    seen,
+                    f"gang not admitted by {self.admission_deadline}: {status.describe()}",
+                )
             if past(self.execution_deadline):
                 return execution_timeout_event(self, seen)
             deadlines = [
