@@ -21,6 +21,7 @@ from airflow_gang.exceptions import GangApiError
 from airflow_gang.hooks.errors import ApiRequest, status_error, unreachable_error
 from airflow_gang.hooks.kinds import KINDS_BY_NAME, PODS, DeletableKind, Kind, WatchKind
 from airflow_gang.hooks.retrying import CONNECTION_ERRORS, RetryPolicy, acall_with_retries
+from airflow_gang.job_kinds import JobKind
 
 if TYPE_CHECKING:
     from airflow_gang.hooks.client_pool import LoopClientPool
@@ -60,7 +61,7 @@ def list_call(api: ApiClient, kind: Kind, namespace: str, **params: Any) -> Awai
 
 
 class AsyncWatchesMixin:
-    """Watches and deletion waits for `AsyncGangJobHook` (its client pool, retries and reads)."""
+    """Watches and deletion waits (and looks) for `AsyncGangJobHook` (its client pool, retries, reads)."""
 
     if TYPE_CHECKING:
         retry_policy: RetryPolicy
@@ -70,6 +71,22 @@ class AsyncWatchesMixin:
         async def _get(self, kind: Kind, name: str, namespace: str) -> JsonDict | None: ...
 
         async def _list(self, kind: Kind, namespace: str, **params: Any) -> JsonDict: ...
+
+    async def list_job_children(self, job_kind: JobKind, name: str, namespace: str) -> list[str]:
+        """What is left of the job's `JobKind.children`, as `GangJobHook.list_job_children`."""
+        left: list[str] = []
+        for child in job_kind.children:
+            kind = Kind.child(child)
+            # Listed also when named, so RBAC needs `list` alone.
+            selector = (
+                {"label_selector": job_kind.pod_selector(name)}
+                if child.labelled
+                else {"field_selector": f"metadata.name={name}"}
+            )
+            listed = await self._list(kind, namespace, **selector)
+            found = [str(item["metadata"]["name"]) for item in listed.get("items") or []]
+            left.extend(f"{child.kind} {namespace}/{found_name}" for found_name in found)
+        return left
 
     async def wait_gone(
         self, kind: DeletableKind, name: str, namespace: str, *, timeout: float, uid: str | None = None

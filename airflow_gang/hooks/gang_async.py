@@ -311,22 +311,6 @@ class AsyncGangJobHook(AsyncWatchesMixin, AsyncKubernetesHook):
         listed = await self._list(PODS, namespace, label_selector=job_kind.pod_selector(name))
         return list(listed.get("items") or [])
 
-    async def list_job_children(self, job_kind: JobKind, name: str, namespace: str) -> list[str]:
-        """What is left of the job's `JobKind.children`, as `GangJobHook.list_job_children`."""
-        left: list[str] = []
-        for child in job_kind.children:
-            kind = Kind.child(child)
-            # Listed also when named, so RBAC needs `list` alone.
-            selector = (
-                {"label_selector": job_kind.pod_selector(name)}
-                if child.labelled
-                else {"field_selector": f"metadata.name={name}"}
-            )
-            listed = await self._list(kind, namespace, **selector)
-            found = [str(item["metadata"]["name"]) for item in listed.get("items") or []]
-            left.extend(f"{child.kind} {namespace}/{found_name}" for found_name in found)
-        return left
-
     async def list_events(self, namespace: str, involved_name: str) -> list[JsonDict]:
         """Core events about one object, in the server's order.
 

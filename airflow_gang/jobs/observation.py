@@ -27,6 +27,7 @@ from airflow_gang.gang_state import (
 )
 from airflow_gang.hooks.gang import GangJobHook
 from airflow_gang.job_kinds import PYTORCHJOB, JobKind
+from airflow_gang.jobs.deletion import after_deletion
 from airflow_gang.jobs.failure_memory import FailureMemory
 
 JsonDict = dict[str, Any]
@@ -152,14 +153,21 @@ def failure_error(
 
 
 def admission_timeout(
-    name: str, namespace: str, status: GangStatus, seconds: float | None, job_kind: JobKind = PYTORCHJOB
+    name: str,
+    namespace: str,
+    status: GangStatus,
+    seconds: float | None,
+    job_kind: JobKind = PYTORCHJOB,
+    *,
+    deleted: bool | None = None,
 ) -> GangAdmissionTimeout:
-    """The failure of a job not admitted ``seconds`` after its creation, which was deleted for it."""
+    """The failure of a job not admitted ``seconds`` after its creation, which was deleted for it;
+    ``deleted``: whether that deletion was confirmed (None: not known here)."""
     by = f"by queue {status.queue!r}" if status.queue else "(no gang scheduling: not every replica was bound)"
     within = f"within {seconds or 0:.0f}s of its creation"
     return GangAdmissionTimeout(
         f"{job_kind.kind} {namespace}/{name} was not admitted {within} {by} "
-        f"({status.describe()}); it was deleted so its pods hold no resources and a retry starts clean",
+        f"({status.describe()}); {after_deletion(deleted)}",
         name=name,
         namespace=namespace,
         queue=status.queue,

@@ -197,11 +197,11 @@ class GangJobOperator(GangWaitArguments):
             return self._job_lost(context, job)
         if end.kind == "admission_timeout":
             metadata, seconds = job["metadata"], self.admission_timeout_seconds()
+            gone = self._give_up(job, "gang not admitted in time")
             error = observation.admission_timeout(
-                metadata["name"], metadata["namespace"], status, seconds, self.job_kind
+                metadata["name"], metadata["namespace"], status, seconds, self.job_kind, deleted=gone
             )
             state_store.record_end(context, job, "admission_timeout", reason=str(error))
-            self._give_up(job, "gang not admitted in time")
             raise error
         if end.kind == "queue_mismatch":  # a retry would land in the same queue: fail for good
             gone = self._give_up(job, "its PodGroup is in another queue than asked")

@@ -23,6 +23,7 @@ from airflow_gang.exceptions import (
     GangQueueMismatch,
 )
 from airflow_gang.gang_state import GangSnapshot
+from airflow_gang.jobs.deletion import after_deletion
 from airflow_gang.outage import OutageLog
 from airflow_gang.timeline import finished_at
 
@@ -93,6 +94,7 @@ class GangEvent:
     job_kind: str = "PyTorchJob"
     failure: JsonDict | None = None  # the failing replica the wait saw (`FailureMemory`)
     asked_queue: str | None = None  # with QUEUE_MISMATCH: the queue the task asked for
+    deleted: bool | None = None  # with ADMISSION_TIMEOUT: the trigger saw the job and its pods gone
 
     @classmethod
     def of(cls, payload: JsonDict) -> GangEvent:
@@ -114,6 +116,7 @@ class GangEvent:
             job_kind=str(payload.get("kind") or "PyTorchJob"),
             failure=payload.get("failure"),
             asked_queue=payload.get("asked_queue"),
+            deleted=payload.get("deleted"),
         )
 
     @property
@@ -146,8 +149,7 @@ class GangEvent:
                 else "(no gang scheduling: not every replica was bound)"
             )
             return GangAdmissionTimeout(
-                f"{where} was not admitted in time {by} ({self.message}); it was deleted so its pods hold "
-                "no resources and a retry starts clean",
+                f"{where} was not admitted in time {by} ({self.message}); {after_deletion(self.deleted)}",
                 name=self.name,
                 namespace=self.namespace,
                 queue=self.queue,

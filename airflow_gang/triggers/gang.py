@@ -323,13 +323,16 @@ class GangJobTrigger(BaseTrigger):
                     "failure": memory.to_json(),
                 }
             if waiting_for_admission and past(self.admission_deadline):
-                await self._delete(hook)
-                return gang_event(
-                    self,
-                    "admission_timeout",
-                    seen,
-                    f"gang not admitted by {self.admission_deadline}: {status.describe()}",
-                )
+                gone = await self._delete(hook)
+                return {
+                    **gang_event(
+                        self,
+                        "admission_timeout",
+                        seen,
+                        f"gang not admitted by {self.admission_deadline}: {status.describe()}",
+                    ),
+                    "deleted": gone,
+                }
             if past(self.execution_deadline):
                 return execution_timeout_event(self, seen)
             deadlines = [

@@ -20,7 +20,8 @@ def test_events_the_task_goes_on_from_raise_nothing(status: str) -> None:
 
 
 def test_an_admission_timeout_says_the_job_was_deleted_and_keeps_queue_and_wait() -> None:
-    error = GangEvent.of(payload("admission_timeout", queue="research")).to_exception(waited_seconds=60.0)
+    event = {**payload("admission_timeout", queue="research"), "deleted": True}
+    error = GangEvent.of(event).to_exception(waited_seconds=60.0)
     assert isinstance(error, GangAdmissionTimeout)
     assert (error.name, error.namespace, error.queue, error.waited_seconds, error.reason) == (
         "train-1",
@@ -30,7 +31,30 @@ def test_an_admission_timeout_says_the_job_was_deleted_and_keeps_queue_and_wait(
         "why",
     )
     assert "PyTorchJob ml/train-1 was not admitted in time by queue 'research' (why)" in str(error)
-    assert "it was deleted so its pods hold no resources and a retry starts clean" in str(error)
+    assert "it was deleted (seen gone, with its PodGroup and pods)" in str(error)
+    assert "so it holds no resources and a retry starts clean" in str(error)
+
+
+@pytest.mark.parametrize(
+    ("deleted", "said", "not_said"),
+    [
+        (
+            False,
+            "its deletion was not confirmed in time (the orphan reaper finishes it)",
+            "retry starts clean",
+        ),
+        # An event from a trigger of an earlier release carries no word on it: only the job's absence.
+        (None, "; it was deleted", "retry starts clean"),
+    ],
+    ids=["not-confirmed", "not-known"],
+)
+def test_an_admission_timeout_says_only_what_its_deletion_showed(
+    deleted: bool | None, said: str, not_said: str
+) -> None:
+    event = {**payload("admission_timeout", queue="research"), "deleted": deleted}
+    message = str(GangEvent.of(event).to_exception(waited_seconds=60.0))
+    assert said in message
+    assert not_said not in message
 
 
 def test_an_admission_timeout_without_a_queue_says_there_was_no_gang() -> None:
