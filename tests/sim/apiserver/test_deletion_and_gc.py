@@ -206,8 +206,15 @@ def test_podgroup_owned_by_job_goes_with_it(
         GROUP, VERSION, namespace, PLURAL, "job", propagation_policy="Foreground"
     )
     eventually(
-        lambda: not exists(
-            custom.get_namespaced_custom_object, "scheduling.volcano.sh", "v1beta1", namespace, "podgroups", "job"
+        lambda: (
+            not exists(
+                custom.get_namespaced_custom_object,
+                "scheduling.volcano.sh",
+                "v1beta1",
+                namespace,
+                "podgroups",
+                "job",
+            )
         ),
         timeout=5,
     )
