@@ -46,6 +46,7 @@ from tagged_clients import TaggedGangJobTrigger, TaggedHook  # beside this scrip
 
 from airflow_gang.gang_state import last_true_condition
 from airflow_gang.hooks.gang import GangJobHook
+from airflow_gang.jobs.wait_plan import WaitPlan
 from airflow_gang.operators.worker_wait import WorkerWait
 from airflow_gang.spec import GangJobSpec
 
@@ -115,7 +116,7 @@ def wait_sync(kubeconfig: str, job: JsonDict, waiter: str, poll_interval: float)
         follow_logs=False,
         watch=waiter == "sync watch",
     )
-    end = wait.run(job, "provider", "completion", None)
+    end = wait.run(job, WaitPlan.for_job(job, "provider", "completion", admission_timeout=None))
     assert end.kind == "finished", end.kind
     return time.time()
 

@@ -345,13 +345,17 @@ class AsyncGangJobHook(AsyncWatchesMixin, AsyncKubernetesHook):
         return await self._delete(Kind.of(job_kind), name, namespace, propagation, uid)
 
     async def delete_podgroup(self, name: str, namespace: str, *, uid: str | None = None) -> bool:
-        """Delete a PodGroup (Foreground); False if it was already gone.
+        """Delete a PodGroup; False if it was already gone.
+
+        In the background: nothing depends on a PodGroup (its pods are owned by their job), so it
+        goes at once, where a foreground delete would leave it, marked, until the garbage
+        collector's next pass, and a PodGroup of the same name created meanwhile would collide.
 
         :param name: PodGroup name.
         :param namespace: its namespace.
         :param uid: delete only if the object has this uid; otherwise `GangApiError` 409.
         """
-        return await self._delete(PODGROUPS, name, namespace, "Foreground", uid)
+        return await self._delete(PODGROUPS, name, namespace, "Background", uid)
 
     async def read_pod_log(
         self,

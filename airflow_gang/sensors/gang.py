@@ -137,7 +137,7 @@ class _GangJobSensor(BaseSensorOperator):
         deadline = self._admission_deadline(job)
         if deadline is not None and not status.admitted and dt.datetime.now(dt.UTC) >= deadline:
             uid = (job or {}).get("metadata", {}).get("uid")
-            cleanup.delete_gang(
+            gone = cleanup.delete_gang(
                 self.hook,
                 self.job_name,
                 namespace,
@@ -148,7 +148,9 @@ class _GangJobSensor(BaseSensorOperator):
                 job_kind=self.kind,
             )
             seconds = self._admission_timeout_seconds()
-            raise observation.admission_timeout(self.job_name, namespace, status, seconds, self.kind)
+            raise observation.admission_timeout(
+                self.job_name, namespace, status, seconds, self.kind, deleted=gone
+            )
         return self._done(status)
 
     def execute(self, context: Context) -> Any:

@@ -53,7 +53,7 @@ def test_a_gang_that_never_fits_is_deleted_at_the_deadline(
     assert task_states(dag_run) == {"submit": "success", "wait": "failed"}
     output = capfd.readouterr().out
     assert "GangAdmissionTimeout" in output
-    assert "it was deleted so its pods hold no resources" in output
+    assert "it was deleted (seen gone, with its PodGroup and pods), so it holds no resources" in output
 
 
 def test_a_gang_admitted_in_time_is_left_alone(write_dag: Callable[..., Any], api: Any) -> None:
