@@ -50,9 +50,8 @@ def leftover_looks(
         return leftovers(podgroup, children, hook.list_job_pods(name, namespace, job_kind))
 
     return {
-        Step.CONFIRM_CHILDREN_GONE: lambda: hook.list_job_children(job_kind, name, namespace),
         Step.CONFIRM_PODS_GONE: lambda: leftovers(None, [], hook.list_job_pods(name, namespace, job_kind)),
-        Step.CONFIRM_NOTHING_CAME_BACK: anything,
+        Step.CONFIRM_NOTHING_LEFT: anything,
     }
 
 

@@ -20,9 +20,9 @@ reaper and the triggerer; `airflow_gang.jobs.cleanup` (sync) and
    already gone is fine: a training-operator with ``--gang-scheduler-name=volcano`` deletes it
    when the job finishes or is suspended, and the garbage collector with the job;
 3. confirm: the job of that uid gone, the PodGroup gone (not with gang scheduling disabled: a
-   cluster without Volcano has no PodGroups to read), the job's other children gone (a
-   TrainJob's JobSet and batch Jobs), its pods gone; and for a kind whose controller can bring
-   children back, one last look at all of them together. Only what was seen gone is "deleted".
+   cluster without Volcano has no PodGroups to read), its pods gone; and for a kind whose
+   controller makes children that can come back (a TrainJob's JobSet and batch Jobs), a look at
+   all of them together until none is left. Only what was seen gone is "deleted".
 """
 
 from __future__ import annotations
@@ -42,9 +42,8 @@ class Step(StrEnum):
     DELETE_PODGROUP = "delete the PodGroup"
     CONFIRM_JOB_GONE = "confirm the job is gone"
     CONFIRM_PODGROUP_GONE = "confirm the PodGroup is gone"
-    CONFIRM_CHILDREN_GONE = "confirm the job's children are gone"
     CONFIRM_PODS_GONE = "confirm the pods are gone"
-    CONFIRM_NOTHING_CAME_BACK = "confirm nothing of the job came back"
+    CONFIRM_NOTHING_LEFT = "confirm nothing of the job is left"
 
 
 def deletion_plan(gang_scheduling: str | None, job_kind: JobKind = PYTORCHJOB) -> tuple[Step, ...]:
@@ -56,11 +55,9 @@ def deletion_plan(gang_scheduling: str | None, job_kind: JobKind = PYTORCHJOB) -
     steps.append(Step.CONFIRM_JOB_GONE)
     if gang:
         steps.append(Step.CONFIRM_PODGROUP_GONE)
-    if job_kind.children:
-        steps.append(Step.CONFIRM_CHILDREN_GONE)
     steps.append(Step.CONFIRM_PODS_GONE)
     if job_kind.children:
-        steps.append(Step.CONFIRM_NOTHING_CAME_BACK)
+        steps.append(Step.CONFIRM_NOTHING_LEFT)
     return tuple(steps)
 
 

@@ -81,9 +81,6 @@ async def delete_gang(
                     raise
         return True
 
-    async def children_left() -> list[str]:
-        return await hook.list_job_children(job_kind, name, namespace)
-
     async def pods_left() -> list[str]:
         return leftovers(None, [], await hook.list_job_pods(name, namespace, job_kind))
 
@@ -110,9 +107,8 @@ async def delete_gang(
             job_kind.watch_name, name, namespace, uid=uid, timeout=remaining()
         ),
         Step.CONFIRM_PODGROUP_GONE: lambda: hook.wait_gone("podgroup", name, namespace, timeout=remaining()),
-        Step.CONFIRM_CHILDREN_GONE: until_none(children_left),
         Step.CONFIRM_PODS_GONE: until_none(pods_left),
-        Step.CONFIRM_NOTHING_CAME_BACK: until_none(anything_left),
+        Step.CONFIRM_NOTHING_LEFT: until_none(anything_left),
     }
     try:
         async with asyncio.timeout(timeout):
