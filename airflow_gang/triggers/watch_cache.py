@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 from airflow_gang.job_kinds import PYTORCHJOB, JobKind
 from airflow_gang.naming import MANAGED_BY_LABEL, MANAGED_BY_VALUE
 from airflow_gang.outage import OutageLog
+from airflow_gang.triggers.cache_projection import projected
 from airflow_gang.triggers.list_watch import ListWatch, WatchTrouble
 
 if TYPE_CHECKING:
@@ -140,7 +141,7 @@ class _Follower:
 
     def _replace(self, items: list[JsonDict]) -> None:
         """A fresh list: wake the jobs whose objects appeared, changed or vanished meanwhile."""
-        fresh = {str(item["metadata"]["name"]): _trimmed(item) for item in items}
+        fresh = {str(item["metadata"]["name"]): self._projected(item) for item in items}
         touched: set[str] = set()
         for name in self.objects.keys() | fresh.keys():
             before, after = self.objects.get(name), fresh.get(name)
@@ -173,19 +174,15 @@ class _Follower:
         if kind_of_event == "DELETED":
             self.objects.pop(name, None)
         else:
-            self.objects[name] = _trimmed(obj)
+            self.objects[name] = self._projected(obj)
             self._index(name, obj)
         self.cache.wake({job for job in (self._job(before), self._job(obj)) if job})
 
     def _job(self, obj: JsonDict | None) -> str | None:
         return None if obj is None else job_of(self.kind, obj, self.cache.job_kind)
 
-
-def _trimmed(obj: JsonDict) -> JsonDict:
-    """The object without ``managedFields`` (an informer's transform: most of an object's bytes,
-    never read here)."""
-    (obj.get("metadata") or {}).pop("managedFields", None)
-    return obj
+    def _projected(self, obj: JsonDict) -> JsonDict:
+        return projected(self.kind, obj, self.cache.job_kind)
 
 
 def _version(obj: JsonDict | None) -> str | None:
