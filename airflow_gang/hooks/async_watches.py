@@ -30,6 +30,12 @@ JsonDict = dict[str, Any]
 # The server ends a watch after timeoutSeconds; the client gives it this long on top before
 # it calls the connection dead.
 WATCH_TIMEOUT_SLACK = 10.0
+# Lists are read in pages of this many objects, as client-go's reflector reads them: each page is
+# decoded on its own, so a namespace of ten thousand pods never holds the event loop for one
+# decode of its whole list.
+LIST_PAGE_SIZE = 500
+# Watch events decoded in a row before the watch lets the event loop's other tasks run.
+EVENTS_PER_TURN = 50
 
 
 async def read_body(response: aiohttp.ClientResponse) -> bytes:
@@ -140,16 +146,32 @@ class AsyncWatchesMixin:
     ) -> tuple[list[JsonDict], str]:
         """Items and the list's resourceVersion: the starting point of a following `watch`.
 
+        Read in pages of `LIST_PAGE_SIZE` (one snapshot: a page whose continue token expired is a
+        410, and the caller lists again, as after a watch's 410).
+
         :param kind: ``pytorchjob``, ``podgroup`` or ``pod``.
         :param namespace: namespace to list.
         :param field_selector: e.g. ``metadata.name=train-1``.
         :param label_selector: e.g. ``training.kubeflow.org/job-name=train-1``.
         """
-        listed = await self._list(
-            KINDS_BY_NAME[kind], namespace, field_selector=field_selector, label_selector=label_selector
-        )
-        version = str((listed.get("metadata") or {}).get("resourceVersion") or "")
-        return list(listed.get("items") or []), version
+        items: list[JsonDict] = []
+        version, page = "", ""
+        while True:
+            listed = await self._list(
+                KINDS_BY_NAME[kind],
+                namespace,
+                field_selector=field_selector,
+                label_selector=label_selector,
+                limit=LIST_PAGE_SIZE,
+                **({"_continue": page} if page else {}),
+            )
+            metadata = listed.get("metadata") or {}
+            # Every page is of the first page's snapshot: its version is the list's.
+            version = version or str(metadata.get("resourceVersion") or "")
+            items.extend(listed.get("items") or [])
+            page = str(metadata.get("continue") or "")
+            if not page:
+                return items, version
 
     async def watch(
         self,
@@ -205,9 +227,15 @@ class AsyncWatchesMixin:
         if on_open is not None:
             on_open()
         try:
+            decoded = 0
             async for line in response.content:
                 if not line.strip():
                     continue
+                decoded += 1
+                if decoded % EVENTS_PER_TURN == 0:
+                    # A burst (a scheduling session binding a wave of pods) arrives buffered, and
+                    # reading buffered lines never suspends: let the loop's other tasks run.
+                    await asyncio.sleep(0)
                 event = json.loads(line)
                 if event.get("type") == "ERROR":
                     raise status_error(event.get("object") or {}, request)
