@@ -40,6 +40,8 @@ class OutageLog(Protocol):
 
     def info(self, msg: Any, /, *args: Any) -> Any: ...
 
+    def debug(self, msg: Any, /, *args: Any) -> Any: ...
+
 
 def is_outage(error: BaseException) -> bool:
     """Whether ``error`` says the API could not be reached (retry later), not that it refused us."""

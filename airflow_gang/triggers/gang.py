@@ -21,12 +21,12 @@ when the PodGroup first appears in another queue than ``expected_queue``. ``on_k
 (Airflow 3.3: the user marked the task failed or success, or cleared it) deletes them too.
 
 The trigger's kwargs (stored in Airflow's trigger table) carry the connection id, never the
-credentials: the triggerer looks the connection up itself (its supervisor serves connections).
-Only ``[gang] kubeconfig_to_triggerer = True`` ships a kubeconfig's content, for deployments whose
-kubeconfig file exists on workers alone.
+credentials: the triggerer looks the connection up itself, once for the triggers starting
+together (`connection_lookup`). Only ``[gang] kubeconfig_to_triggerer = True`` ships a
+kubeconfig's content, for deployments whose kubeconfig file exists on workers alone.
 
-One deferral covers the whole wait of a try: phase changes go to the task log from here (the
-trigger's log is the try's log), never back to a worker. The event is held until ``not_before``
+One deferral covers the whole wait of a try: phase changes go to the task log from here
+(`status_lines`), never back to a worker. The event is held until ``not_before``
 (the deferral moment plus ``[gang] resume_hold_seconds``): Airflow 3.3.2 fails a task whose
 resumed try is already queued or running when the scheduler reads the executor's "success" of
 the deferring try (apache/airflow#72716, #71580), and a trigger that fires seconds after the
@@ -51,7 +51,7 @@ from airflow_gang.job_kinds import job_kind_named
 from airflow_gang.jobs.failure_memory import FailureMemory
 from airflow_gang.jobs.wait_plan import WaitFor
 from airflow_gang.outage import DEFAULT_API_UNAVAILABLE_TIMEOUT, Outage, is_outage
-from airflow_gang.triggers import looks, watch_cache
+from airflow_gang.triggers import connection_lookup, looks, watch_cache
 from airflow_gang.triggers.change_feed import ChangeFeed
 from airflow_gang.triggers.deletion import delete_gang, on_kill_budget_seconds
 from airflow_gang.triggers.events import (
@@ -65,6 +65,7 @@ from airflow_gang.triggers.events import (
 )
 from airflow_gang.triggers.feeds import Feed, PollingFeed, SharedFeed
 from airflow_gang.triggers.queue_check import wrong_queue_event
+from airflow_gang.triggers.status_lines import StatusLines
 
 if TYPE_CHECKING:
     from airflow_gang.hooks.gang_async import AsyncGangJobHook
@@ -173,6 +174,11 @@ class GangJobTrigger(BaseTrigger):
         kwargs = {name: getattr(self, name) for name in names if name != "self"}
         return f"{type(self).__module__}.{type(self).__qualname__}", kwargs
 
+    def _hook_kwargs(self) -> dict[str, Any]:
+        kwargs = dict(self.hook_kwargs or {})
+        kwargs.setdefault("conn_id", self.kubernetes_conn_id)
+        return kwargs
+
     async def hook(self) -> AsyncGangJobHook:
         """The async hook, its module imported in a thread.
 
@@ -182,8 +188,7 @@ class GangJobTrigger(BaseTrigger):
         """
         module = await asyncio.to_thread(importlib.import_module, "airflow_gang.hooks.gang_async")
         retrying = await asyncio.to_thread(importlib.import_module, "airflow_gang.hooks.retrying")
-        kwargs = dict(self.hook_kwargs or {})
-        kwargs.setdefault("conn_id", self.kubernetes_conn_id)
+        kwargs = self._hook_kwargs()
         hook: AsyncGangJobHook = module.AsyncGangJobHook(**kwargs)
         if self._connection_extras is not None and "connection_extras" not in kwargs:
             # Looked up once per trigger: on_kill must not wait on the supervisor a second time.
@@ -224,9 +229,11 @@ class GangJobTrigger(BaseTrigger):
         """Wait through the triggerer's shared cache (or this trigger's own watches for a job the
         cache does not follow: one without the provider's labels, e.g. a sensor's)."""
         # Keyed by what the connection is now (its extras, the kubeconfig's bytes), not by its id:
-        # a connection edited while other triggers wait gets a cache of its own.
-        hook = await self.hook()
-        cache = await watch_cache.acquire(await hook.definition(), self.namespace, hook, self.kind)
+        # a connection edited while other triggers wait gets a cache of its own. Triggers starting
+        # together share one look-up (and the first one's hook starts the cache).
+        resolved = await connection_lookup.resolve(self._hook_kwargs(), self.hook)
+        self._connection_extras = resolved.extras
+        cache = await watch_cache.acquire(resolved.definition, self.namespace, resolved.hook, self.kind)
         try:
             await cache.ready(CACHE_SYNC_SECONDS)
             if cache.snapshot_job(self.name) is None:  # not there (yet), or not followed at all
@@ -248,15 +255,14 @@ class GangJobTrigger(BaseTrigger):
             watch_cache.release(cache)
 
     async def _get_or_none(self, hook: AsyncGangJobHook) -> JsonDict | None:
-        try:
+        with contextlib.suppress(GangApiError):  # the wait's own looks report what is wrong
             return await hook.get_job(self.kind, self.name, self.namespace)
-        except GangApiError:
-            return None  # the wait's own looks will report (and ride out) what is wrong
+        return None
 
     async def _wait(self, hook: AsyncGangJobHook, feed: Feed) -> dict[str, Any]:
         waiting_for_admission = self.wait_for in ("admission", "both") and self.admitted_at is None
         outage = Outage(f"{self.job_kind} {self.namespace}/{self.name}", timeout=self.api_unavailable_timeout)
-        last_line = ""
+        status_lines = StatusLines(self.log, self.namespace, self.name)
         memory = FailureMemory(self.kind)
         podgroup_seen = False
         while True:
@@ -287,10 +293,7 @@ class GangJobTrigger(BaseTrigger):
                 if wrong is not None:
                     return wrong
             await looks.note_failure(hook, memory, seen.pods, self.namespace)
-            line = status.describe()
-            if line != last_line:
-                self.log.info("gang job %s/%s: %s", self.namespace, self.name, line)
-                last_line = line
+            status_lines.saw(status)
             if status.phase is GangPhase.LOST:
                 if waiting_for_admission and past(self.admission_deadline):
                     # Gone after its admission deadline: this trigger (or its predecessor in a
@@ -306,13 +309,8 @@ class GangJobTrigger(BaseTrigger):
                 )
             if status.admitted and self.admitted_at is None and seen.job is not None:
                 self.admitted_at = seen.admitted_at()
-                self.log.info(
-                    "gang admitted job=%s/%s queue=%s at %s",
-                    self.namespace,
-                    self.name,
-                    status.queue,
-                    self.admitted_at,
-                )
+                where, queue = f"{self.namespace}/{self.name}", status.queue
+                self.log.info("gang admitted job=%s queue=%s at %s", where, queue, self.admitted_at)
             if waiting_for_admission and status.admitted:
                 waiting_for_admission = False
                 if self.wait_for == "admission":

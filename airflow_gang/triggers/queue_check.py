@@ -32,7 +32,8 @@ async def wrong_queue_event(
     ``expected_queue``, ``delete`` the job and return the ``queue_mismatch`` event (else None)."""
     if seen.podgroup is None:
         return None
-    log.info("PodGroup %s/%s is in queue %s", wait.namespace, wait.name, podgroup_queue(seen.podgroup))
+    # At DEBUG: the status lines name the queue too (`status_lines`).
+    log.debug("PodGroup %s/%s is in queue %s", wait.namespace, wait.name, podgroup_queue(seen.podgroup))
     actual = queue_mismatch(expected_queue, seen)
     if actual is None:
         return None
