@@ -13,7 +13,8 @@ controllers use:
   Volcano plugin create PodGroups without our labels). A namespace with both kinds of job has a
   cache per kind: a cluster without Kubeflow Trainer never gets a TrainJob watch;
 - an in-memory store per kind, indexed by job name (pods by the kind's job label,
-  ``training.kubeflow.org/job-name`` or ``jobset.sigs.k8s.io/jobset-name``);
+  ``training.kubeflow.org/job-name`` or ``jobset.sigs.k8s.io/jobset-name``), holding of each
+  object only what a trigger's look reads (`cache_projection`);
 - subscribers per job name: an event wakes only the triggers whose job it concerns (a re-list
   wakes those whose objects changed); a follower failing or coming back wakes every trigger,
   since their way of looking changes (`healthy`: cache or polling);
