@@ -101,7 +101,6 @@ what a starved triggerer's loop does.
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
@@ -118,32 +117,32 @@ import json  # noqa: E402
 import logging  # noqa: E402
 import shutil  # noqa: E402
 import statistics  # noqa: E402
-import threading  # noqa: E402
 import time  # noqa: E402
 from collections import Counter  # noqa: E402
 from collections.abc import Callable, Sequence  # noqa: E402
-from concurrent.futures import ThreadPoolExecutor  # noqa: E402
 from dataclasses import dataclass, field  # noqa: E402
 
 from cpu_hog import CpuHog  # noqa: E402
 from kubernetes import client as k8s  # noqa: E402
 from kubernetes import config as k8s_config  # noqa: E402
-from kubernetes.client.exceptions import ApiException  # noqa: E402
 from loop_probe import LoopProbeTrigger, read_samples  # noqa: E402
 from sim_process import cluster_cpu_seconds, cluster_process  # noqa: E402
+from triggerer_harness import (  # noqa: E402
+    delete_namespace,
+    make_triggers,
+    percentile,
+    set_queue_capability,
+    submit_all,
+    wait_until,
+)
 
 from airflow_gang.hooks.client_pool import USER_AGENT  # noqa: E402
-from airflow_gang.hooks.gang import GangJobHook  # noqa: E402
-from airflow_gang.naming import identity_labels, job_name  # noqa: E402
-from airflow_gang.spec import GangJobSpec  # noqa: E402
-from airflow_gang.triggers.gang import GangJobTrigger  # noqa: E402
+from airflow_gang.naming import job_name  # noqa: E402
 
-BENCHMARKS = Path(__file__).resolve().parent
 DESIGNS = ("shared", "per_trigger", "poll")
 LABELS = {"shared": "shared", "per_trigger": "per_trigger", "poll": "poll (10 s)"}
 BENCH_AGENT = "airflow-gang-bench/triggerer"
-QUEUE = "bench"
-CONN_ID = "kubernetes_default"
+QUEUE = harness.QUEUE
 NOISY_LOGGERS = ("airflow_gang", "airflow", "uvicorn.error", "kubernetes_asyncio", "asyncio")
 FINAL_STATUSES = ("succeeded", "failed")
 SETTLE_SECONDS = 3.0
@@ -247,133 +246,13 @@ def quiet() -> None:
         logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
-def wait_until(condition: Callable[[], bool], limit: float, period: float = 1.0) -> bool:
-    deadline = time.monotonic() + limit
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(period)
-    return condition()
-
-
-# --------------------------------------------------------------------------------------------
-# Cluster side: queue, jobs, namespace
-# --------------------------------------------------------------------------------------------
-
-
-def set_queue_capability(api: k8s.ApiClient, gpus: int) -> None:
-    """The ``bench`` queue's GPU capability (0 holds every job Pending); retried on conflicts."""
-    objects = k8s.CustomObjectsApi(api)
-    for _ in range(20):
-        queue = objects.get_cluster_custom_object("scheduling.volcano.sh", "v1beta1", "queues", QUEUE)
-        queue["spec"]["capability"] = {"nvidia.com/gpu": str(gpus)}
-        try:
-            objects.replace_cluster_custom_object("scheduling.volcano.sh", "v1beta1", "queues", QUEUE, queue)
-            return
-        except ApiException as error:
-            if error.status != 409:  # Volcano wrote the queue's status meanwhile
-                raise
-    raise RuntimeError(f"could not update queue {QUEUE}")
-
-
-def job_spec(seconds: float) -> GangJobSpec:
-    return GangJobSpec(
-        image="ghcr.io/acme/train:1",
-        workers=0,
-        resources={"nvidia.com/gpu": 1},
-        queue=QUEUE,
-        gang_scheduling="provider",
-        pod_template={"metadata": {"annotations": {"sim.airflow-gang.io/duration": f"{seconds:g}"}}},
-    )
-
-
-def submit_all(
-    kubeconfig: str, namespace: str, run_id: str, names: Sequence[str], seconds: float
-) -> list[str]:
-    """What the operator submits for each mapped TI (4 threads); returns the jobs' uids."""
-    spec = job_spec(seconds)
-    local = threading.local()
-
-    def submit(index: int) -> str:
-        if not hasattr(local, "hook"):
-            local.hook = GangJobHook(config_file=kubeconfig)
-        hook: GangJobHook = local.hook
-        name = names[index]
-        labels = identity_labels(harness.DAG_ID, harness.TASK_ID, run_id, index, 1)
-        podgroup = spec.build_podgroup(name, namespace, labels=labels)
-        if podgroup is None:  # pragma: no cover - provider mode always builds one
-            raise RuntimeError("no PodGroup built")
-        hook.create_podgroup(podgroup, namespace)
-        job = hook.create_pytorchjob(spec.build_pytorchjob(name, namespace, labels=labels), namespace)
-        hook.set_podgroup_owner(name, namespace, job)
-        return str(job["metadata"]["uid"])
-
-    pool = ThreadPoolExecutor(4)
-    try:
-        return list(pool.map(submit, range(len(names))))
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)  # on Ctrl-C: no more submissions
-
-
-def delete_namespace(api: k8s.ApiClient, namespace: str, timeout: float) -> bool:
-    """Delete the phase's namespace (its jobs, PodGroups and pods go with it); True once gone."""
-    core = k8s.CoreV1Api(api)
-    try:
-        core.delete_namespace(namespace)
-    except ApiException as error:
-        if error.status != 404:
-            raise
-
-    def gone() -> bool:
-        try:
-            core.read_namespace(namespace)
-        except ApiException as error:
-            return bool(error.status == 404)
-        return False
-
-    return wait_until(gone, timeout)
-
-
 # --------------------------------------------------------------------------------------------
 # One phase
 # --------------------------------------------------------------------------------------------
 
 
 def triggerer_environment(kubeconfig: str, size: int) -> dict[str, str]:
-    env = dict(os.environ)
-    path = [str(BENCHMARKS), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
-    env.update(
-        {
-            "AIRFLOW_CONN_KUBERNETES_DEFAULT": harness.kubernetes_connection(kubeconfig),
-            "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",  # the triggers' own lines are what we read
-            "AIRFLOW__TRIGGERER__CAPACITY": str(max(1000, size + 1)),  # + the loop probe
-            "PYTHONPATH": os.pathsep.join(path),  # the loop probe's module
-            "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(harness.free_port()),
-        }
-    )
-    return env
-
-
-def make_triggers(
-    design: str, namespace: str, names: Sequence[str], uids: Sequence[str], poll: float
-) -> list[GangJobTrigger]:
-    hook_kwargs = GangJobHook(conn_id=CONN_ID).async_hook_kwargs()  # what the operator hands over
-    submitted = harness.utc(time.time())
-    return [
-        GangJobTrigger(
-            name,
-            namespace,
-            uid,
-            wait_for="both",
-            gang_scheduling="provider",
-            submitted_at=submitted,
-            poll_interval=poll,
-            kubernetes_conn_id=CONN_ID,
-            hook_kwargs=hook_kwargs,
-            watch=design,  # type: ignore[arg-type]
-        )
-        for name, uid in zip(names, uids, strict=True)
-    ]
+    return harness.triggerer_environment(kubeconfig, max(1000, size + 1))  # + the loop probe
 
 
 class Phase:
@@ -609,31 +488,14 @@ class Phase:
             start, end = self.window
             result.loop_lag_ms = [lag for wall, lag in read_samples(self.probe_path) if start <= wall <= end]
         result.triggerer_log_read = True
-        for line in text.splitlines():
-            if "async thread was blocked for" in line:
-                with_seconds = line.split("blocked for", 1)[1].split()[0]
-                try:
-                    result.blocked.append(float(with_seconds))
-                except ValueError:
-                    result.blocked.append(float("nan"))
-            elif "[error" in line or "Traceback" in line:
-                result.triggerer_errors += 1
+        own = harness.triggerer_log_lines(text)
+        result.blocked.extend(own.blocked)
+        result.triggerer_errors += own.errors
 
 
 # --------------------------------------------------------------------------------------------
 # The report
 # --------------------------------------------------------------------------------------------
-
-
-def percentile(values: Sequence[float], q: float) -> float | None:
-    """Linear interpolation between closest ranks (numpy's default); q in [0, 1]."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    position = (len(ordered) - 1) * q
-    low = int(position)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
 def number(value: float | None, digits: int = 0) -> str:

@@ -1,16 +1,21 @@
-"""The parts of `bench_triggerer.py` that are not the measurement itself.
+"""The parts of `bench_triggerer.py` and `bench_triggerer_fleet.py` that are not the measurement itself.
 
-- `prepare_environment`: a temporary ``AIRFLOW_HOME`` (SQLite metadata DB, task logs), set in
-  ``os.environ`` before anything imports Airflow, so the benchmark and the ``airflow triggerer`` it
-  starts share one database and one Fernet key, and nothing touches ``~/airflow``.
+- `prepare_environment`: a temporary ``AIRFLOW_HOME`` (SQLite metadata DB, or the PostgreSQL one
+  the caller started, task logs), set in ``os.environ`` before anything imports Airflow, so the
+  benchmark and the ``airflow triggerer`` processes it starts share one database and one Fernet key,
+  and nothing touches ``~/airflow``.
+- The cluster side: the ``bench`` queue's capability, jobs submitted as the operator submits them
+  (`submit_all`), the triggers their deferrals leave (`make_triggers`), a namespace's deletion.
 - `AirflowDatabase`: ``airflow db migrate``, the benchmark's DAG serialized into the DB, and deferred
   task instances created through Airflow's ORM, each with its `Trigger` row, as a worker's deferral
   leaves them (no scheduler runs, so nothing resumes them).
 - `Triggerer`: one real ``airflow triggerer`` process (its supervisor, trigger runner and log
-  server), its resident memory, and a clean stop.
+  server), its environment (`triggerer_environment`), resident memory and CPU time, a clean stop,
+  and what its own log says (`triggerer_log_lines`).
 - `GroundTruth`: its own client's list + watch of one namespace's PyTorchJobs, PodGroups and pods,
   applying the provider's `gang_status` on every event: when each gang was admitted and finished.
-- `read_trigger_logs`: what each trigger wrote into its task instance's trigger log.
+- `read_trigger_logs`: what each trigger wrote into its task instance's trigger log (all of them, or
+  those one triggerer wrote: the file name carries its job id).
 - `request_counts` / `open_watches`: the API server's own counters (``GET /sim/v1/metrics``).
 
 Nothing here imports Airflow at module level: the importing script sets the environment first.
@@ -32,7 +37,8 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,6 +47,7 @@ import kubernetes_asyncio.client as aclient
 import kubernetes_asyncio.config as aconfig
 import psutil  # type: ignore[import-untyped]
 from kubernetes import client as k8s
+from kubernetes.client.exceptions import ApiException
 from sim_process import sim_metrics  # beside this module
 
 from airflow_gang.gang_state import gang_status
@@ -50,6 +57,8 @@ HOME_VARIABLE = "AIRFLOW_GANG_BENCH_TRIGGERER_HOME"
 DAG_ID = "bench_triggerer"
 TASK_ID = "train"
 GANG_SCHEDULING = "provider"
+QUEUE = "bench"
+CONN_ID = "kubernetes_default"
 JOB_NAME_LABEL = "training.kubeflow.org/job-name"
 KINDS = {  # plural -> (group, version); "" is the core group
     "pytorchjobs": ("kubeflow.org", "v1"),
@@ -94,16 +103,148 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def wait_until(condition: Callable[[], bool], limit: float, period: float = 1.0) -> bool:
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(period)
+    return condition()
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """Linear interpolation between closest ranks (numpy's default); q in [0, 1]."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    position = (len(ordered) - 1) * q
+    low = int(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+# --------------------------------------------------------------------------------------------
+# Cluster side: queue, jobs, triggers, namespace
+# --------------------------------------------------------------------------------------------
+
+
+def set_queue_capability(api: k8s.ApiClient, gpus: int) -> None:
+    """The ``bench`` queue's GPU capability (0 holds every job Pending); retried on conflicts."""
+    objects = k8s.CustomObjectsApi(api)
+    for _ in range(20):
+        queue = objects.get_cluster_custom_object("scheduling.volcano.sh", "v1beta1", "queues", QUEUE)
+        queue["spec"]["capability"] = {"nvidia.com/gpu": str(gpus)}
+        try:
+            objects.replace_cluster_custom_object("scheduling.volcano.sh", "v1beta1", "queues", QUEUE, queue)
+            return
+        except ApiException as error:
+            if error.status != 409:  # Volcano wrote the queue's status meanwhile
+                raise
+    raise RuntimeError(f"could not update queue {QUEUE}")
+
+
+def job_spec(seconds: float) -> Any:
+    """One Master of 1 GPU in the ``bench`` queue that runs ``seconds`` (a `GangJobSpec`)."""
+    from airflow_gang.spec import GangJobSpec
+
+    return GangJobSpec(
+        image="ghcr.io/acme/train:1",
+        workers=0,
+        resources={"nvidia.com/gpu": 1},
+        queue=QUEUE,
+        gang_scheduling=GANG_SCHEDULING,
+        pod_template={"metadata": {"annotations": {"sim.airflow-gang.io/duration": f"{seconds:g}"}}},
+    )
+
+
+def submit_all(
+    kubeconfig: str, namespace: str, run_id: str, names: Sequence[str], seconds: float
+) -> list[str]:
+    """What the operator submits for each mapped TI (4 threads); returns the jobs' uids."""
+    from airflow_gang.hooks.gang import GangJobHook
+    from airflow_gang.naming import identity_labels
+
+    spec = job_spec(seconds)
+    local = threading.local()
+
+    def submit(index: int) -> str:
+        if not hasattr(local, "hook"):
+            local.hook = GangJobHook(config_file=kubeconfig)
+        hook: GangJobHook = local.hook
+        name = names[index]
+        labels = identity_labels(DAG_ID, TASK_ID, run_id, index, 1)
+        podgroup = spec.build_podgroup(name, namespace, labels=labels)
+        if podgroup is None:  # pragma: no cover - provider mode always builds one
+            raise RuntimeError("no PodGroup built")
+        hook.create_podgroup(podgroup, namespace)
+        job = hook.create_pytorchjob(spec.build_pytorchjob(name, namespace, labels=labels), namespace)
+        hook.set_podgroup_owner(name, namespace, job)
+        return str(job["metadata"]["uid"])
+
+    pool = ThreadPoolExecutor(4)
+    try:
+        return list(pool.map(submit, range(len(names))))
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)  # on Ctrl-C: no more submissions
+
+
+def make_triggers(
+    design: str, namespace: str, names: Sequence[str], uids: Sequence[str], poll: float
+) -> list[Any]:
+    """The `GangJobTrigger` each submitted job's deferral leaves (``watch=design``)."""
+    from airflow_gang.hooks.gang import GangJobHook
+    from airflow_gang.triggers.gang import GangJobTrigger
+
+    hook_kwargs = GangJobHook(conn_id=CONN_ID).async_hook_kwargs()  # what the operator hands over
+    submitted = utc(time.time())
+    return [
+        GangJobTrigger(
+            name,
+            namespace,
+            uid,
+            wait_for="both",
+            gang_scheduling=GANG_SCHEDULING,
+            submitted_at=submitted,
+            poll_interval=poll,
+            kubernetes_conn_id=CONN_ID,
+            hook_kwargs=hook_kwargs,
+            watch=design,  # type: ignore[arg-type]
+        )
+        for name, uid in zip(names, uids, strict=True)
+    ]
+
+
+def delete_namespace(api: k8s.ApiClient, namespace: str, timeout: float) -> bool:
+    """Delete a namespace (its jobs, PodGroups and pods go with it); True once gone."""
+    core = k8s.CoreV1Api(api)
+    try:
+        core.delete_namespace(namespace)
+    except ApiException as error:
+        if error.status != 404:
+            raise
+
+    def gone() -> bool:
+        try:
+            core.read_namespace(namespace)
+        except ApiException as error:
+            return bool(error.status == 404)
+        return False
+
+    return wait_until(gone, timeout)
+
+
 # --------------------------------------------------------------------------------------------
 # Airflow home and metadata database
 # --------------------------------------------------------------------------------------------
 
 
-def prepare_environment() -> Path:
+def prepare_environment(sql_alchemy_conn: str | None = None) -> Path:
     """Create (or, in a child process, reuse) the benchmark's ``AIRFLOW_HOME`` and point Airflow at it.
 
     Inherited ``AIRFLOW__*`` settings and ``AIRFLOW_CONFIG`` are dropped: the benchmark decides.
-    Child processes (the spawned cluster) inherit the variables and so reuse the same home.
+    Child processes (the spawned cluster) inherit the variables and so reuse the same home. The
+    metadata DB is SQLite in the home unless ``sql_alchemy_conn`` names another (a PostgreSQL
+    server the caller started before importing Airflow).
     """
     home = Path(os.environ.get(HOME_VARIABLE) or tempfile.mkdtemp(prefix="bench-triggerer-"))
     os.environ[HOME_VARIABLE] = str(home)
@@ -119,7 +260,7 @@ def prepare_environment() -> Path:
         "AIRFLOW__CORE__DAGS_FOLDER": str(home / "dags"),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW__CORE__FERNET_KEY": fernet,
-        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}",
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": sql_alchemy_conn or f"sqlite:///{home / 'airflow.db'}",
         "AIRFLOW__LOGGING__BASE_LOG_FOLDER": str(home / "logs"),
         # The benchmark's own output stays a table; the triggerer gets INFO back (see Triggerer).
         "AIRFLOW__LOGGING__LOGGING_LEVEL": "WARNING",
@@ -165,12 +306,14 @@ class AirflowDatabase:
                 raise RuntimeError(f"the benchmark's DAG does not import: {dagbag.import_errors}")
             sync_bag_to_db(dagbag, bundle.name, bundle.version)
 
-    def create_deferred(self, run_id: str, triggers: Sequence[Any]) -> None:
+    def create_deferred(self, run_id: str, triggers: Sequence[Any], *, batch: int | None = None) -> None:
         """One DagRun and, for each trigger, the mapped TI ``map_index=i`` (try 1) deferred on it.
 
         What a worker's deferral leaves behind: state ``deferred``, ``next_method``, a `Trigger`
         row (kwargs encrypted) the triggerer picks up. One transaction, so the triggerer sees all
-        of them at once.
+        of them at once; with ``batch``, one commit per ``batch`` TIs instead (thousands of them
+        are then picked up while the rest are written, as thousands of workers' deferrals are).
+        The `Trigger` rows of a batch go in with one flush (multi-row inserts).
         """
         from airflow.models.dagbag import DBDagBag
         from airflow.models.taskinstance import TaskInstance
@@ -202,17 +345,21 @@ class AirflowDatabase:
                 delete(TaskInstance).where(TaskInstance.dag_id == DAG_ID, TaskInstance.run_id == run_id)
             )
             task = dag.get_task(TASK_ID)
-            for map_index, trigger in enumerate(triggers):
-                row = Trigger.from_object(trigger)
-                session.add(row)
+            size = batch or max(1, len(triggers))
+            for start in range(0, len(triggers), size):
+                rows = [Trigger.from_object(trigger) for trigger in triggers[start : start + size]]
+                session.add_all(rows)
                 session.flush()
-                ti = TaskInstance(task, dag_version_id=version, run_id=run_id, map_index=map_index)
-                ti.try_number = 1
-                ti.state = TaskInstanceState.DEFERRED
-                ti.trigger_id = row.id
-                ti.next_method = "execute_complete"
-                ti.next_kwargs = {}
-                session.add(ti)
+                for map_index, row in enumerate(rows, start):
+                    ti = TaskInstance(task, dag_version_id=version, run_id=run_id, map_index=map_index)
+                    ti.try_number = 1
+                    ti.state = TaskInstanceState.DEFERRED
+                    ti.trigger_id = row.id
+                    ti.next_method = "execute_complete"
+                    ti.next_kwargs = {}
+                    session.add(ti)
+                if batch:
+                    session.commit()
 
     def abandon(self, run_id: str) -> int:
         """Take the run's still deferred TIs off their triggers (state ``removed``) and delete those
@@ -289,6 +436,49 @@ class Resumed:
 # --------------------------------------------------------------------------------------------
 
 
+def triggerer_environment(kubeconfig: str, capacity: int) -> dict[str, str]:
+    """A triggerer's variables: the benchmark's (``os.environ``), the cluster's connection, INFO
+    logs, ``[triggerer] capacity``, this directory on ``PYTHONPATH`` (the loop probe's module) and
+    a trigger log server port of its own (two triggerers on one machine cannot share one)."""
+    env = dict(os.environ)
+    here = str(Path(__file__).resolve().parent)
+    path = [here, *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
+    env.update(
+        {
+            "AIRFLOW_CONN_KUBERNETES_DEFAULT": kubernetes_connection(kubeconfig),
+            "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",  # the triggers' own lines are what we read
+            "AIRFLOW__TRIGGERER__CAPACITY": str(capacity),
+            "PYTHONPATH": os.pathsep.join(path),
+            "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(free_port()),
+        }
+    )
+    return env
+
+
+@dataclass
+class TriggererLog:
+    """What a triggerer's own log says about its loop."""
+
+    blocked: list[float] = field(default_factory=list)
+    """Seconds of each "async thread was blocked for X seconds" warning (nan: unreadable X)."""
+    errors: int = 0
+    """Error lines and tracebacks."""
+
+
+def triggerer_log_lines(text: str) -> TriggererLog:
+    found = TriggererLog()
+    for line in text.splitlines():
+        if "async thread was blocked for" in line:
+            with_seconds = line.split("blocked for", 1)[1].split()[0]
+            try:
+                found.blocked.append(float(with_seconds))
+            except ValueError:
+                found.blocked.append(float("nan"))
+        elif "[error" in line or "Traceback" in line:
+            found.errors += 1
+    return found
+
+
 class Triggerer:
     """``airflow triggerer`` in a session of its own, its output in ``log_path``."""
 
@@ -343,6 +533,15 @@ class Triggerer:
         for process in self._tree():
             with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
                 total += process.memory_info().rss
+        return total
+
+    def cpu_seconds(self) -> float:
+        """CPU time (user + system) its processes still running have used so far."""
+        total = 0.0
+        for process in self._tree():
+            with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
+                times = process.cpu_times()
+                total += times.user + times.system
         return total
 
     def stop(self, grace: float = 20.0) -> None:
@@ -406,13 +605,25 @@ class TriggerLog:
     warnings: list[str] = field(default_factory=list)
 
 
-def trigger_log_paths(home: Path, run_id: str) -> dict[int, list[Path]]:
+def trigger_log_paths(home: Path, run_id: str, job_id: int | None = None) -> dict[int, list[Path]]:
+    """Each TI's trigger log files by map index; only those of triggerer job ``job_id`` if given.
+
+    Airflow names them ``attempt=<try>.log.trigger.<triggerer job id>.log``: a trigger that moved
+    to another triggerer has one file per triggerer.
+    """
     folder = home / "logs" / f"dag_id={DAG_ID}" / f"run_id={run_id}" / f"task_id={TASK_ID}"
     paths: dict[int, list[Path]] = {}
-    for path in folder.glob("map_index=*/attempt=1.log.trigger.*.log"):
+    pattern = f"attempt=1.log.trigger.{'*' if job_id is None else job_id}.log"
+    for path in folder.glob(f"map_index=*/{pattern}"):
         index = int(path.parent.name.split("=", 1)[1])
         paths.setdefault(index, []).append(path)
     return paths
+
+
+def trigger_log_job_id(path: Path) -> int | None:
+    """The triggerer job id in a trigger log's file name (None if it is not a number)."""
+    tail = path.name.rsplit(".trigger.", 1)[-1].removesuffix(".log")
+    return int(tail) if tail.isdigit() else None
 
 
 def fired_in_triggerer_log(text: str, run_id: str) -> Counter[int]:
@@ -428,14 +639,17 @@ def fired_in_triggerer_log(text: str, run_id: str) -> Counter[int]:
     return Counter(int(match.group(1)) for match in pattern.finditer(text))
 
 
-def read_trigger_logs(home: Path, run_id: str, *, first_look_only: bool = False) -> dict[int, TriggerLog]:
+def read_trigger_logs(
+    home: Path, run_id: str, *, first_look_only: bool = False, job_id: int | None = None
+) -> dict[int, TriggerLog]:
     """Parse the JSON lines of every trigger log of ``run_id`` (map index -> `TriggerLog`).
 
     The timestamps are the trigger runner's own (structlog stamps each record where it is made,
     microseconds, UTC). ``first_look_only`` stops at each file's first status line (cheap polling).
+    ``job_id``: only the files the triggerer of that job id wrote.
     """
     logs: dict[int, TriggerLog] = {}
-    for index, paths in trigger_log_paths(home, run_id).items():
+    for index, paths in trigger_log_paths(home, run_id, job_id).items():
         found = logs.setdefault(index, TriggerLog())
         for path in paths:
             with contextlib.suppress(OSError), path.open(encoding="utf-8", errors="replace") as lines:

@@ -38,9 +38,13 @@ TABLE_MARKS = {
     "bench_scheduler.py": "jobs completed",
     "bench_sync_wait.py": "target sync watch requests/job",
     "bench_triggerer.py": "shared",
+    "bench_triggerer_fleet.py": "Fleet: done",
 }
 # Arguments added to a benchmark's --quick; "{tmp}" is the test's temporary directory.
-EXTRA_ARGS = {"bench_triggerer.py": ["--json", "{tmp}/bench.json"]}
+EXTRA_ARGS = {
+    "bench_triggerer.py": ["--json", "{tmp}/bench.json"],
+    "bench_triggerer_fleet.py": ["--json", "{tmp}/fleet.json"],
+}
 
 
 def test_every_benchmark_has_a_smoke_check() -> None:
