@@ -105,7 +105,9 @@ class JobKind:
     @property
     def watch_name(self) -> Literal["pytorchjob", "trainjob"]:
         """The lower-case name the hooks' watch and wait calls take (``pytorchjob``)."""
-        return cast(Literal["pytorchjob", "trainjob"], self.kind.lower())
+        # The cast's target as a string: a subscripted Literal is built anew on every call, and
+        # the shared watch cache asks for this on every look of every trigger.
+        return cast('Literal["pytorchjob", "trainjob"]', self.kind.lower())
 
     def pod_selector(self, job_name: str) -> str:
         """The label selector of one job's pods."""

@@ -293,7 +293,7 @@ class GangJobTrigger(BaseTrigger):
                 if wrong is not None:
                     return wrong
             await looks.note_failure(hook, memory, seen.pods, self.namespace)
-            status_lines.saw(status)
+            await status_lines.saw(status)
             if status.phase is GangPhase.LOST:
                 if waiting_for_admission and past(self.admission_deadline):
                     # Gone after its admission deadline: this trigger (or its predecessor in a
@@ -309,8 +309,7 @@ class GangJobTrigger(BaseTrigger):
                 )
             if status.admitted and self.admitted_at is None and seen.job is not None:
                 self.admitted_at = seen.admitted_at()
-                where, queue = f"{self.namespace}/{self.name}", status.queue
-                self.log.info("gang admitted job=%s queue=%s at %s", where, queue, self.admitted_at)
+                await status_lines.admitted(status.queue, self.admitted_at)
             if waiting_for_admission and status.admitted:
                 waiting_for_admission = False
                 if self.wait_for == "admission":

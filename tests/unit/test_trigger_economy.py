@@ -13,9 +13,11 @@ import asyncio
 import copy
 import gc
 import logging
+import threading
 from typing import Any
 
 import pytest
+import structlog
 
 from airflow_gang.gang_state import GangPhase, GangStatus, gang_status
 from airflow_gang.job_kinds import PYTORCHJOB, TRAINJOB
@@ -300,14 +302,18 @@ def test_phases_are_info_lines_finer_changes_debug_and_repeats_nothing(
     ]
     status_lines = StatusLines(status_log, "ml", "train")
 
-    for status in statuses:
-        status_lines.saw(status)
+    async def watch() -> None:
+        for status in statuses:
+            await status_lines.saw(status)
+
+    asyncio.run(watch())
 
     prefix = "gang job ml/train: "
     assert lines(caplog) == [
         ("INFO", f"{prefix}queued podgroup=Pending queue=research bound=0/2"),
         ("DEBUG", f"{prefix}queued podgroup=Inqueue queue=research bound=1/2"),
-        ("INFO", f"{prefix}admitted podgroup=Running queue=research bound=2/2"),
+        # The trigger announces the admission with its own "gang admitted ... at" line.
+        ("DEBUG", f"{prefix}admitted podgroup=Running queue=research bound=2/2"),
         ("INFO", f"{prefix}running podgroup=Running queue=research bound=2/2"),
         (
             "DEBUG",
@@ -329,10 +335,53 @@ def test_a_phase_seen_again_after_another_is_an_info_line_again(
     status = GangStatus(GangPhase.RUNNING, "Running", "research", 2, 2, 2, 2, "Running", "")
     requeued = GangStatus(GangPhase.QUEUED, "Pending", "research", 2, 2, 0, 0, "Restarting", "evicted")
 
-    for seen in (status, requeued, status):
-        status_lines.saw(seen)
+    async def watch() -> None:
+        for seen in (status, requeued, status):
+            await status_lines.saw(seen)
+
+    asyncio.run(watch())
 
     assert [level for level, _ in lines(caplog)] == ["INFO", "INFO", "INFO"]
+
+
+class ThreadRecordingSink:
+    """The end of a structlog logger: what was written, and on which thread."""
+
+    def __init__(self) -> None:
+        self.written: list[tuple[int, str]] = []
+
+    def msg(self, message: str) -> None:
+        self.written.append((threading.get_ident(), message))
+
+    info = debug = warning = msg
+
+
+def test_with_a_structlog_logger_the_lines_are_written_off_the_event_loop_and_in_order() -> None:
+    """Airflow's triggerer loggers are structlog's: a write blocked on a busy supervisor's socket
+    must hold a worker thread, never the loop every trigger shares."""
+    sink = ThreadRecordingSink()
+    log = structlog.wrap_logger(
+        sink,
+        wrapper_class=structlog.make_filtering_bound_logger(logging.INFO),
+        processors=[lambda _logger, _method, event: event["event"]],
+    )
+    status_lines = StatusLines(log, "ml", "train")
+
+    async def watch() -> int:
+        await status_lines.saw(gang(None, "Pending", 0))
+        await status_lines.saw(gang(None, "Inqueue", 1))  # DEBUG: below the logger's level
+        await status_lines.admitted("research", "2026-12-04T00:00:00+00:00")
+        await status_lines.saw(gang("Running", "Running", 2, running=2))
+        return threading.get_ident()
+
+    loop_thread = asyncio.run(watch())
+
+    assert [message for _, message in sink.written] == [
+        "gang job ml/train: queued podgroup=Pending queue=research bound=0/2",
+        "gang admitted job=ml/train queue=research at 2026-12-04T00:00:00+00:00",
+        "gang job ml/train: running podgroup=Running queue=research bound=2/2",
+    ]
+    assert all(thread != loop_thread for thread, _ in sink.written)
 
 
 # --- cache_projection.projected ------------------------------------------------------------------
