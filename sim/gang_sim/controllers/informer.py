@@ -13,7 +13,9 @@ one `Change` per object that it added, changed or removed, as client-go's ``Repl
 (objects it finds unchanged are the resync updates that dependent-object predicates drop).
 
 Secondary indexes (`Informer.add_index`) let a controller read just its part of a big cache —
-a kubelet its node's pods — instead of scanning every object on each wake-up.
+a kubelet its node's pods — instead of scanning every object on each wake-up. A controller that
+keeps state derived from cached objects learns of every change of the cache itself, including a
+controller's own `Informer.observe` of a write's answer, through `Informer.subscribe_stores`.
 """
 
 from __future__ import annotations
@@ -47,6 +49,9 @@ class Change(NamedTuple):
 
 ChangeListener: TypeAlias = Callable[[Change | None], None]
 """Called with each `Change`, or None after a re-list (whose changes were offered first)."""
+StoreListener: TypeAlias = Callable[[JsonDict | None, JsonDict | None], None]
+"""Called with (before, after) each time the cache replaces, adds or drops an object (``after``
+None: dropped), and with (None, None) after a re-list replaced the whole cache."""
 
 
 def _resource_version(obj: JsonDict) -> int:
@@ -69,6 +74,7 @@ class Informer:
         self.synced = asyncio.Event()
         self._listeners: list[Listener] = []
         self._change_listeners: list[ChangeListener] = []
+        self._store_listeners: list[StoreListener] = []
         self._index_functions: dict[str, IndexFunction] = {}
         # index name -> index value -> keys of the objects with that value
         self._indexes: dict[str, dict[str, dict[tuple[str, str], None]]] = {}
@@ -78,6 +84,11 @@ class Informer:
 
     def subscribe_changes(self, listener: ChangeListener) -> None:
         self._change_listeners.append(listener)
+
+    def subscribe_stores(self, listener: StoreListener) -> None:
+        """Call ``listener(before, after)`` synchronously on every change of the cached objects
+        (see `StoreListener`): unlike the notifications, it also sees `observe` and `forget`."""
+        self._store_listeners.append(listener)
 
     def _notify(self, obj: JsonDict | None, change: Change | None = None) -> None:
         """Offer ``obj`` to the plain listeners and ``change`` (None: a re-list) to the others."""
@@ -147,11 +158,15 @@ class Informer:
             for value in new:
                 if value not in old:  # an unchanged value keeps the key's place in the index
                     index.setdefault(value, {})[key] = None
+        for listener in self._store_listeners:
+            listener(previous, obj)
 
     def _drop(self, key: tuple[str, str]) -> None:
         previous = self.objects.pop(key, None)
         if previous is not None:
             self._unindex(key, previous)
+            for listener in self._store_listeners:
+                listener(previous, None)
 
     def observe(self, obj: JsonDict) -> None:
         """Take an object the caller just wrote, so the next reconcile does not act on stale state."""
@@ -190,6 +205,8 @@ class Informer:
         for key, obj in self.objects.items():
             self._index(key, obj)
         self._deleted = {}
+        for listener in self._store_listeners:
+            listener(None, None)
         self.synced.set()
         self._offer_relisted(before)
         self._notify(None)

@@ -18,9 +18,11 @@ import asyncio
 import datetime as dt
 import functools
 import logging
+import time
 import uuid
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, ClassVar
 
@@ -31,7 +33,7 @@ from gang_sim.controllers.client import ApiError, JsonDict, KubeClient
 from gang_sim.controllers.clock import rfc3339, utc_now
 from gang_sim.controllers.concurrency import BackgroundWrites, in_parallel
 from gang_sim.controllers.event_recorder import EventRecorder
-from gang_sim.controllers.informer import Cache, deep_get
+from gang_sim.controllers.informer import Cache, Informer, deep_get
 from gang_sim.controllers.kinds import (
     NODES,
     PODGROUPS,
@@ -42,6 +44,7 @@ from gang_sim.controllers.kinds import (
     object_key,
 )
 from gang_sim.controllers.runner import Controller
+from gang_sim.controllers.volcano_model import Key
 from gang_sim.controllers.volcano_session import (
     GROUP_ANNOTATION,
     GroupEvent,
@@ -63,6 +66,20 @@ DEFAULT_QUEUES: dict[str, JsonDict] = {
     "root": {"reclaimable": False, "weight": 1},
     "default": {"reclaimable": True, "weight": 1, "parent": "root"},
 }
+
+
+@dataclass(frozen=True)
+class SessionTiming:
+    """One session's cost, kept for benchmarks (`Volcano.timings`); times are `time.monotonic`."""
+
+    started: float
+    seconds: float
+    """The whole session: snapshot, decisions, its bindings, and handing out its writes."""
+    binding: float
+    """Of it, waiting for its bindings (the rest is this process's own work)."""
+    podgroups: int
+    """The live PodGroups it looked at."""
+    bindings: int
 
 
 class Volcano(Controller):
@@ -97,7 +114,13 @@ class Volcano(Controller):
             UNFINISHED_INDEX, functools.partial(_unfinished_group_of, self.config.scheduler_name)
         )
         cache[PODS].add_index(HOLDING_INDEX, _holding)
+        # The gangs whose PodGroup or pods the cache changed since the last session (None: any,
+        # as before the first session and after a re-list): the others are the memo's as they are.
+        self._changed: set[Key] | None = None
+        cache[PODGROUPS].subscribe_stores(self._podgroup_stored)
+        cache[PODS].subscribe_stores(self._pod_stored)
         self._queues_ready = False
+        self.timings: deque[SessionTiming] = deque(maxlen=10_000)
 
     async def run(self) -> None:
         try:
@@ -144,6 +167,25 @@ class Volcano(Controller):
                 if error.status != 409:
                     raise
 
+    def _podgroup_stored(self, before: JsonDict | None, after: JsonDict | None) -> None:
+        if self._changed is not None:
+            obj = after if after is not None else before
+            if obj is None:
+                self._changed = None  # re-listed
+            else:
+                self._changed.add(object_key(obj))
+
+    def _pod_stored(self, before: JsonDict | None, after: JsonDict | None) -> None:
+        if self._changed is None:
+            return
+        if before is None and after is None:
+            self._changed = None  # re-listed
+            return
+        for pod in (before, after):
+            for group in _group_of(self.config.scheduler_name, pod) if pod is not None else ():
+                namespace, _, name = group.partition("/")
+                self._changed.add((namespace, name))
+
     def _settled(self) -> tuple[list[JsonDict], Counter[str]]:
         """The PodGroups a session must look at, and the settled groups per queue.
 
@@ -154,8 +196,8 @@ class Volcano(Controller):
         pods = self.cache[PODS]
         live_groups: list[JsonDict] = []
         settled_per_queue: Counter[str] = Counter()
-        for podgroup in self.cache.items(PODGROUPS):
-            if deep_get(podgroup, "status", "phase") == "Completed":
+        for podgroup in self.cache[PODGROUPS].objects.values():
+            if (podgroup.get("status") or {}).get("phase") == "Completed":
                 namespace, name = object_key(podgroup)
                 if not pods.indexed(UNFINISHED_INDEX, f"{namespace}/{name}"):
                     settled_per_queue[deep_get(podgroup, "spec", "queue") or "default"] += 1
@@ -165,25 +207,31 @@ class Volcano(Controller):
 
     async def reconcile(self) -> None:
         self.sessions += 1
+        started = time.monotonic()
         now = self.clock()
         podgroups, settled = self._settled()
         index = self.cache[PODS]
+        changed, self._changed = self._changed, set()
         snapshot = Snapshot(
             nodes=self.cache.items(NODES),
             pods=index.indexed(HOLDING_INDEX, HOLDING),
             podgroups=podgroups,
             queues=self.cache.items(QUEUES),
             priority_classes=self.cache.items(PRIORITY_CLASSES),
-            tasks_by_group={
-                key: index.indexed(GROUP_INDEX, f"{key[0]}/{key[1]}")
-                for key in (object_key(podgroup) for podgroup in podgroups)
-            },
+            tasks_by_group=_GroupTasks(index),
+            changed=changed,
         )
-        result = run_session(snapshot, self.config, self.memo)
+        try:
+            result = run_session(snapshot, self.config, self.memo)
+        except BaseException:
+            self._changed = None  # the memo may be half updated: look at every gang next time
+            raise
         for queue, count in settled.items():
             if queue in result.queue_status:
                 result.queue_status[queue]["completed"] += count
+        decided = time.monotonic()
         await in_parallel(self._bind(namespace, pod, node) for namespace, pod, node in result.bindings)
+        bound = time.monotonic()
         transition = str(uuid.uuid4())
         # Statuses go out in the background (`BackgroundWrites`): the next session does not wait
         # for them. A session restates every waiting gang; only what changed is written, checked
@@ -207,6 +255,10 @@ class Volcano(Controller):
             self._emit(event)
         for pod_event in result.pod_events:
             self._emit_on_pod(pod_event)
+        seconds = time.monotonic() - started
+        timing = SessionTiming(started, seconds, bound - decided, len(podgroups), len(result.bindings))
+        self.timings.append(timing)
+        log.debug("volcano session %d: %s", self.sessions, timing)
 
     async def _bind(self, namespace: str, pod: str, node: str) -> None:
         try:
@@ -334,6 +386,16 @@ class Volcano(Controller):
         pod = self.cache.get(PODS, *event.pod)
         if pod is not None:
             self.events.record(pod, event.type, event.reason, event.message)
+
+
+class _GroupTasks:
+    """`Snapshot.tasks_by_group` read from the pods' group index as the session asks."""
+
+    def __init__(self, pods: Informer) -> None:
+        self._pods = pods
+
+    def get(self, key: Key, default: list[JsonDict], /) -> list[JsonDict]:
+        return self._pods.indexed(GROUP_INDEX, f"{key[0]}/{key[1]}") or default
 
 
 def _group_of(scheduler_name: str, pod: JsonDict) -> list[str]:
