@@ -17,6 +17,7 @@ from typing import Any
 from airflow_gang.gang_state import GangSnapshot, podgroup_queue, queue_mismatch, queue_mismatch_message
 from airflow_gang.outage import OutageLog
 from airflow_gang.triggers.events import WaitingFor, gang_event
+from airflow_gang.triggers.status_lines import write
 
 JsonDict = dict[str, Any]
 
@@ -32,8 +33,9 @@ async def wrong_queue_event(
     ``expected_queue``, ``delete`` the job and return the ``queue_mismatch`` event (else None)."""
     if seen.podgroup is None:
         return None
-    # At DEBUG: the status lines name the queue too (`status_lines`).
-    log.debug("PodGroup %s/%s is in queue %s", wait.namespace, wait.name, podgroup_queue(seen.podgroup))
+    # At DEBUG: the status lines name the queue too; off the loop like them (`status_lines.write`).
+    queue = podgroup_queue(seen.podgroup)
+    await write(log, "debug", "PodGroup %s/%s is in queue %s", wait.namespace, wait.name, queue)
     actual = queue_mismatch(expected_queue, seen)
     if actual is None:
         return None

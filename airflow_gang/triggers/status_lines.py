@@ -4,16 +4,18 @@ Each phase the gang reaches (queued, running, succeeded...) is one INFO line; th
 within a phase (the PodGroup's phase, pods bound one by one, a scheduler's message) go at DEBUG,
 and so does the admitted phase, which the trigger announces with its own ``gang admitted`` line.
 
-A triggerer's log lines travel to its supervisor over one socket. When a wave of gangs is
-admitted or finishes, a thousand triggers' lines filled it while the supervisor was busy, and a
-synchronous write then held the whole event loop (issue 33, py-spy: structlog's
-``BytesLogger.msg`` on the loop). So the lines are written with the logger's asynchronous
-methods where it has them (structlog's, which Airflow's triggerer uses: they write in a worker
-thread) and awaited, so one trigger's lines stay in order; a plain stdlib logger writes as usual.
+Every line is written from a worker thread (`write`). Airflow's triggerer gives each trigger a
+logger that opens the task's trigger log file on first use (creating folders, reading the
+logging configuration) and writes and flushes every line to it: done on the event loop, a
+thousand triggers' first lines and their writes on a busy disk held the loop every trigger
+shares (issue 33: py-spy showed structlog's ``BytesLogger.msg`` on the loop, asyncio's debug
+mode a trigger's first step taking over a second). A trigger awaits its own lines, so they stay
+in order; ``asyncio.to_thread`` carries the context Airflow binds a trigger's lines with.
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, Literal
 
 from airflow_gang.gang_state import GangPhase, GangStatus
@@ -21,12 +23,12 @@ from airflow_gang.outage import OutageLog
 
 
 async def write(log: OutageLog, level: Literal["info", "debug", "warning"], message: str, *args: Any) -> None:
-    """Write one line off the event loop when ``log`` can (its ``a<level>`` method), else directly."""
-    asynchronous = getattr(log, f"a{level}", None)
-    if asynchronous is not None:
-        await asynchronous(message, *args)
-    else:
-        getattr(log, level)(message, *args)
+    """Write one line from a worker thread (see the module docstring)."""
+    await asyncio.to_thread(_write_now, log, level, message, args)
+
+
+def _write_now(log: OutageLog, level: str, message: str, args: tuple[Any, ...]) -> None:
+    getattr(log, level)(message, *args)
 
 
 class StatusLines:

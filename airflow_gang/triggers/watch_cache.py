@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any
 from airflow_gang.job_kinds import PYTORCHJOB, JobKind
 from airflow_gang.naming import MANAGED_BY_LABEL, MANAGED_BY_VALUE
 from airflow_gang.outage import OutageLog
+from airflow_gang.triggers import heap
 from airflow_gang.triggers.cache_projection import projected
 from airflow_gang.triggers.list_watch import ListWatch, WatchTrouble
 
@@ -355,6 +356,7 @@ async def acquire(
         )
         cache = registry.get(key)
         if cache is None:
+            heap.freeze_once()
             cache = WatchCache(key, hook, namespace, job_kind=job_kind)
             cache.start()
             registry[key] = cache

@@ -59,6 +59,7 @@ def test_provider_info_matches_airflows_schema() -> None:
         "default_admission_timeout",
         "resume_hold_seconds",
         "kubeconfig_to_triggerer",
+        "freeze_triggerer_heap",
         "orphan_reaper_interval",
         "ui_url_template",
         "dashboard_url_template",
