@@ -24,6 +24,7 @@ and the API server in it, as in the triggerer benchmark); ``cpu`` is that proces
 over the phase. Nothing is asserted: the table is for comparing changes.
 
     .venv/bin/python benchmarks/bench_volcano_session.py [--sizes 1000,10000] [--run-window 120]
+    .venv/bin/python benchmarks/bench_volcano_session.py --quick    # N = 20, a smoke run
 
 ``--profile DIR`` records the cluster process with py-spy (one SVG flame graph per size and
 step, or collapsed stacks with ``--profile-format raw``) while the benchmark runs.
@@ -436,6 +437,7 @@ def report(results: Sequence[Result], args: argparse.Namespace) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--quick", action="store_true", help="a smoke run: N = 20, 2 s windows")
     parser.add_argument("--sizes", default="1000,10000", help="comma-separated job counts")
     parser.add_argument("--nodes", type=int, default=10)
     parser.add_argument("--gpus-per-node", type=int, default=8)
@@ -446,6 +448,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--profile", type=Path, default=None, help="directory for py-spy flame graphs")
     parser.add_argument("--profile-format", choices=("flamegraph", "raw", "speedscope"), default="flamegraph")
     args = parser.parse_args(argv)
+    if args.quick:
+        args.sizes, args.idle_window, args.run_window = "20", 2.0, 20.0
     sizes = [int(size) for size in args.sizes.split(",") if size.strip()]
     if args.profile is not None:
         args.profile.mkdir(parents=True, exist_ok=True)

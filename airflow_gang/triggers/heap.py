@@ -20,6 +20,7 @@ freeze_triggerer_heap = False`` turns it off.
 
 from __future__ import annotations
 
+import contextvars
 import gc
 import logging
 import sys
@@ -45,7 +46,10 @@ def freeze_once() -> bool:
     if not conf.getboolean("gang", "freeze_triggerer_heap", fallback=True):
         return False
     gc.freeze()
-    log.info(
+    # Said in the triggerer's own log: from the calling trigger's context it would go to that
+    # trigger's task log (Airflow binds a trigger's lines through context variables).
+    contextvars.Context().run(
+        log.info,
         "airflow-gang froze the triggerer's %d existing objects so garbage collection passes skip them "
         "([gang] freeze_triggerer_heap = False turns this off)",
         gc.get_freeze_count(),

@@ -39,6 +39,7 @@ TABLE_MARKS = {
     "bench_sync_wait.py": "target sync watch requests/job",
     "bench_triggerer.py": "shared",
     "bench_triggerer_fleet.py": "Fleet: done",
+    "bench_volcano_session.py": "run: jobs finished",
 }
 # Arguments added to a benchmark's --quick; "{tmp}" is the test's temporary directory.
 EXTRA_ARGS = {
