@@ -23,6 +23,7 @@ class TcpRelay:
         self._lock = threading.Lock()
         self._open: set[socket.socket] = set()
         self._stopped = False
+        self._dropped = 0  # bumped by drop_connections: relays of an older count end
         self.opened = 0
         threading.Thread(target=self._accept, daemon=True, name="tcp-relay").start()
 
@@ -48,12 +49,13 @@ class TcpRelay:
             threading.Thread(target=self._relay, args=(client, upstream), daemon=True).start()
 
     def _relay(self, client: socket.socket, upstream: socket.socket) -> None:
-        """Copy bytes both ways until either side closes, then close both."""
+        """Copy bytes both ways until either side closes (or `drop_connections`), then close both."""
+        dropped = self._dropped
         try:
             with selectors.DefaultSelector() as selector:
                 selector.register(client, selectors.EVENT_READ, upstream)
                 selector.register(upstream, selectors.EVENT_READ, client)
-                while not self._stopped:
+                while not self._stopped and self._dropped == dropped:
                     for key, _ in selector.select(timeout=0.2):
                         source: socket.socket = key.fileobj  # type: ignore[assignment]
                         data = source.recv(65536)
@@ -67,6 +69,10 @@ class TcpRelay:
                 self._open.discard(client)
             client.close()
             upstream.close()
+
+    def drop_connections(self) -> None:
+        """Cut every relayed connection (within 0.2 s) but keep accepting new ones: a network blip."""
+        self._dropped += 1
 
     def close(self) -> None:
         """Stop accepting and cut every relayed connection (within 0.2 s): the endpoint is gone."""

@@ -20,7 +20,7 @@ from kubernetes_asyncio.client.rest import RESTResponse
 from airflow_gang.exceptions import GangApiError
 from airflow_gang.hooks.errors import ApiRequest, status_error, unreachable_error
 from airflow_gang.hooks.kinds import KINDS_BY_NAME, PODS, DeletableKind, Kind, WatchKind
-from airflow_gang.hooks.retrying import CONNECTION_ERRORS, RetryPolicy, acall_with_retries
+from airflow_gang.hooks.retrying import CONNECTION_ERRORS, REQUEST_TIMEOUT, RetryPolicy, acall_with_retries
 from airflow_gang.job_kinds import JobKind
 
 if TYPE_CHECKING:
@@ -216,7 +216,11 @@ class AsyncWatchesMixin:
                 field_selector=field_selector,
                 label_selector=label_selector,
                 timeout_seconds=timeout_seconds,
-                _request_timeout=timeout_seconds + WATCH_TIMEOUT_SLACK,
+                # Connect within REQUEST_TIMEOUT; then a stream is dead only after this long
+                # without a byte, never because it is still delivering: a busy consumer reads a
+                # backlog after the server's own end of the watch (a total timeout cut such
+                # streams, and a whole triggerer's triggers polled for it, issue 33).
+                _request_timeout=(REQUEST_TIMEOUT, timeout_seconds + WATCH_TIMEOUT_SLACK),
             )
             if not 200 <= response.status <= 299:
                 await read_body(response)  # raises the ApiException (e.g. an HTTP 410)

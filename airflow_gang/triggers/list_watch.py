@@ -13,6 +13,7 @@ decide through the callbacks, and nothing but cancellation ends the loop. Owners
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -29,8 +30,23 @@ JsonDict = dict[str, Any]
 __all__ = ["ListWatch", "WatchTrouble"]
 
 
+# A stream that broke after at least this long is resumed at once, without a failure (see run).
+QUIET_RESUME_AFTER_SECONDS = 1.0
+
+
 def _ignore(*_: object) -> None:
     return None
+
+
+def _broke_after_a_while(error: Exception, opened_at: float | None) -> bool:
+    """A watch stream that was open for `QUIET_RESUME_AFTER_SECONDS` and then broke (connection
+    lost, read timed out): not a server that refuses or answers 410."""
+    return (
+        opened_at is not None
+        and time.monotonic() - opened_at >= QUIET_RESUME_AFTER_SECONDS
+        and isinstance(error, GangApiError)
+        and error.status is None
+    )
 
 
 @dataclass
@@ -67,10 +83,12 @@ class ListWatch:
     async def run(self) -> None:
         failures = gone = 0
         version = ""
+        opened_at: float | None = None  # when the current stream opened; None: none is open
 
         def opened() -> None:
-            nonlocal failures
+            nonlocal failures, opened_at
             self.watches += 1
+            opened_at = time.monotonic()
             if failures:
                 self.on_back()
             failures = 0
@@ -105,6 +123,12 @@ class ListWatch:
             except asyncio.CancelledError:
                 raise
             except Exception as error:  # GangApiError mostly; nothing may end the loop
+                streamed, opened_at = opened_at, None
+                if _broke_after_a_while(error, streamed) and not failures:
+                    # A stream that worked for a while and broke: resumed at once from the last
+                    # version, as an informer resumes, with the store still good. Only a resume
+                    # that fails makes the owner poll.
+                    continue
                 if isinstance(error, GangApiError) and error.status == 410:
                     version = ""  # compacted: list again
                     gone += 1

@@ -12,9 +12,12 @@ asynchronous client only.
 from __future__ import annotations
 
 import asyncio
+import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 from kubernetes import client as k8s
@@ -26,6 +29,8 @@ from airflow_gang.job_kinds import PYTORCHJOB
 from airflow_gang.timeline import gang_admitted_at
 from airflow_gang.triggers import looks, watch_cache
 from airflow_gang.triggers.gang import GangJobTrigger
+from gang_sim.cluster import SimCluster
+from tests.e2e.test_connection_change import write_kubeconfig
 from tests.e2e.test_trigger_watches import provider_requests
 from tests.e2e.test_watch_cache import (  # noqa: F401  (the fixtures)
     Submitted,
@@ -34,6 +39,7 @@ from tests.e2e.test_watch_cache import (  # noqa: F401  (the fixtures)
     submit,
     trigger_for,
 )
+from tests.tcp_relay import TcpRelay
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.usefixtures("kube_connection")
@@ -192,3 +198,69 @@ def test_fifty_triggers_starting_together_share_their_connection_look_up(
     # more would still be the economy (a trigger arriving after a look-up ended looks again, by
     # design); one per trigger (50) would be the old cost.
     assert 1 <= len(hooks_built) <= 5, hooks_built
+
+
+RELAYED_CONN_ID = "kubernetes_relayed"
+KINDS = ("pytorchjob", "podgroup", "pod")
+
+
+async def until(probe: Callable[[], bool], timeout: float) -> None:
+    """Poll ``probe`` on the running loop (a blocking wait would stall the triggers under test)."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not probe():
+        assert asyncio.get_running_loop().time() < deadline, "timed out"
+        await asyncio.sleep(0.05)
+
+
+@pytest.fixture
+def relayed(
+    cluster: SimCluster,  # noqa: F811 (the fixture)
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> Iterator[TcpRelay]:
+    """The connection ``kubernetes_relayed``: the embedded cluster through a TCP relay."""
+    parts = urlsplit(cluster.url)
+    assert parts.hostname
+    assert parts.port
+    relay = TcpRelay((parts.hostname, parts.port))
+    kubeconfig = tmp_path / "kubeconfig"
+    write_kubeconfig(kubeconfig, cluster, relay.url)
+    monkeypatch.setenv(
+        f"AIRFLOW_CONN_{RELAYED_CONN_ID.upper()}",
+        json.dumps({"conn_type": "kubernetes", "extra": {"kube_config_path": str(kubeconfig)}}),
+    )
+    yield relay
+    relay.close()
+
+
+def test_watch_streams_cut_by_the_network_are_resumed_without_any_trigger_polling(
+    submit: Callable[..., Submitted],  # noqa: F811 (the fixture)
+    api: k8s.ApiClient,
+    relayed: TcpRelay,
+) -> None:
+    """A connection lost under streams that worked (a network blip, a proxy's idle cut, a read
+    timeout while a busy triggerer reads a backlog) is resumed from the last version at once, as
+    an informer resumes: the store stays good, so no trigger falls back to GETs (at 5,000 triggers
+    per triggerer that fallback was a storm of them, issue 33)."""
+    jobs = [submit(8.0) for _ in range(3)]
+    before = provider_requests(api)
+    seen: dict[str, Any] = {}
+
+    async def run() -> list[dict[str, Any]]:
+        waiting = asyncio.gather(*(first_event(trigger_for(job, conn_id=RELAYED_CONN_ID)) for job in jobs))
+        await until(lambda: bool(watch_cache.caches()) and watch_cache.caches()[0].healthy, 60)
+        await asyncio.sleep(2.0)  # the streams have worked for a while
+        relayed.drop_connections()
+        await until(lambda: min(watch_cache.caches()[0].counts()[f"{k}_watches"] for k in KINDS) >= 2, 30)
+        seen["counts"] = watch_cache.caches()[0].counts()
+        return list(await waiting)
+
+    events = asyncio.run(run())
+    used = provider_requests(api) - before
+
+    assert [(event["status"], event["uid"]) for event in events] == [("succeeded", job.uid) for job in jobs]
+    for kind in KINDS:
+        assert seen["counts"][f"{kind}_watches"] >= 2, seen  # reopened after the cut
+        assert seen["counts"][f"{kind}_lists"] == 1, seen  # resumed, not listed again
+    assert used[("get", "pytorchjobs.kubeflow.org")] == 0, used
+    assert used[("get", "podgroups.scheduling.volcano.sh")] == 0, used
