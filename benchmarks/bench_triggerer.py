@@ -604,7 +604,7 @@ def print_size(config: Config, size: int, results: Sequence[PhaseResult]) -> Non
             f"p50/p99 {resume50}/{resume99}; "
             f"admit min {number(min(result.admit_ms, default=None))} ms; triggers: {fired}; {blocked}; "
             f"triggerer error lines {result.triggerer_errors}; phase {result.phase_seconds:.0f} s; "
-            f"{simulator_cpu(result)}"
+            f"{harness.simulator_cpu(result.sim_cpu_seconds, result.sim_seconds)}"
         )
         print(f"    {loop_lag(result.loop_lag_ms)}")
         for warning, count in result.trigger_warnings.most_common(3):
@@ -623,16 +623,6 @@ def loop_lag(lags: Sequence[float]) -> str:
     )
 
 
-def simulator_cpu(result: PhaseResult) -> str:
-    if result.sim_cpu_seconds is None or not result.sim_seconds:
-        return "simulator CPU n/a"
-    share = 100 * result.sim_cpu_seconds / result.sim_seconds
-    return (
-        f"simulator CPU {result.sim_cpu_seconds:.0f} s in {result.sim_seconds:.0f} s "
-        f"({share:.0f}% of one core)"
-    )
-
-
 @dataclass(frozen=True)
 class Target:
     issue: int
@@ -643,7 +633,7 @@ class Target:
 
     @property
     def verdict(self) -> str:
-        return "n/a" if self.value is None else "met" if self.value <= self.limit else "MISSED"
+        return harness.verdict(self.value, self.limit)
 
 
 def targets(largest: PhaseResult) -> list[Target]:

@@ -800,7 +800,8 @@ def print_table(config: Config, result: FleetResult) -> None:
     mix = Counter[str]()
     for (verb, _), count in result.requests.items():
         mix[verb] += count
-    print(f"  requests by verb {dict(sorted(mix.items())) or '{}'}; {simulator_cpu(result)}")
+    cpu = harness.simulator_cpu(result.sim_cpu_seconds, result.sim_seconds)
+    print(f"  requests by verb {dict(sorted(mix.items())) or '{}'}; {cpu}")
     print(f"  assignment in the DB before the queue opened (run: triggerer job -> TIs): {result.assignment}")
     if result.moved:
         print(f"  {result.moved} triggers ran in more than one triggerer")
@@ -823,16 +824,6 @@ def print_table(config: Config, result: FleetResult) -> None:
     print()
 
 
-def simulator_cpu(result: FleetResult) -> str:
-    if result.sim_cpu_seconds is None or not result.sim_seconds:
-        return "simulator CPU n/a"
-    share = 100 * result.sim_cpu_seconds / result.sim_seconds
-    return (
-        f"simulator CPU {result.sim_cpu_seconds:.0f} s in {result.sim_seconds:.0f} s "
-        f"({share:.0f}% of one core)"
-    )
-
-
 @dataclass(frozen=True)
 class Target:
     name: str
@@ -842,7 +833,7 @@ class Target:
 
     @property
     def verdict(self) -> str:
-        return "n/a" if self.value is None else "met" if self.value <= self.limit else "MISSED"
+        return harness.verdict(self.value, self.limit)
 
 
 def triggerer_targets(t: TriggererResult) -> list[Target]:

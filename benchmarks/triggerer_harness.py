@@ -863,3 +863,16 @@ def request_counts(api: k8s.ApiClient, user_agent: str) -> Counter[tuple[str, st
 def open_watches(api: k8s.ApiClient, user_agent: str) -> int:
     """Watch streams of ``user_agent`` open at the API server right now."""
     return sum(int(e["count"]) for e in sim_metrics(api)["openWatches"] if e["userAgent"] == user_agent)
+
+
+def simulator_cpu(cpu_seconds: float | None, seconds: float | None) -> str:
+    """The simulated cluster's CPU over a span, as a share of one core (for a report line)."""
+    if cpu_seconds is None or not seconds:
+        return "simulator CPU n/a"
+    share = 100 * cpu_seconds / seconds
+    return f"simulator CPU {cpu_seconds:.0f} s in {seconds:.0f} s ({share:.0f}% of one core)"
+
+
+def verdict(value: float | None, limit: float) -> str:
+    """A target's verdict: ``n/a`` without a value, ``met`` at or under ``limit``, else ``MISSED``."""
+    return "n/a" if value is None else "met" if value <= limit else "MISSED"
