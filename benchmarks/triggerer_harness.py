@@ -639,6 +639,9 @@ def fired_in_triggerer_log(text: str, run_id: str) -> Counter[int]:
     return Counter(int(match.group(1)) for match in pattern.finditer(text))
 
 
+FIRST_LOOK_MARKS = ('"gang job ', '"gang admitted ', "starting")
+
+
 def read_trigger_logs(
     home: Path, run_id: str, *, first_look_only: bool = False, job_id: int | None = None
 ) -> dict[int, TriggerLog]:
@@ -654,7 +657,7 @@ def read_trigger_logs(
         for path in paths:
             with contextlib.suppress(OSError), path.open(encoding="utf-8", errors="replace") as lines:
                 for line in lines:
-                    if first_look_only and '"gang job ' not in line and "starting" not in line:
+                    if first_look_only and not any(mark in line for mark in FIRST_LOOK_MARKS):
                         continue
                     try:
                         record = json.loads(line)
@@ -668,8 +671,11 @@ def read_trigger_logs(
                         found.first_look_at = found.first_look_at or moment
                         if first_look_only:
                             break
-                    elif event.startswith("gang admitted "):
+                    elif event.startswith("gang admitted "):  # a first look may see it admitted
                         found.admitted_at = found.admitted_at or moment
+                        found.first_look_at = found.first_look_at or moment
+                        if first_look_only:
+                            break
                     elif event == "Trigger fired event":
                         found.fired += 1
                     if record.get("level") in ("warning", "error", "critical"):

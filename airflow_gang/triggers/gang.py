@@ -293,7 +293,11 @@ class GangJobTrigger(BaseTrigger):
                 if wrong is not None:
                     return wrong
             await looks.note_failure(hook, memory, seen.pods, self.namespace)
-            await status_lines.saw(status)
+            if status.admitted and self.admitted_at is None and seen.job is not None:
+                self.admitted_at = seen.admitted_at()
+                await status_lines.admitted(status, self.admitted_at)
+            else:
+                await status_lines.saw(status)
             if status.phase is GangPhase.LOST:
                 if waiting_for_admission and past(self.admission_deadline):
                     # Gone after its admission deadline: this trigger (or its predecessor in a
@@ -307,9 +311,6 @@ class GangJobTrigger(BaseTrigger):
                     seen,
                     f"{self.job_kind} {self.namespace}/{self.name} was deleted while waiting",
                 )
-            if status.admitted and self.admitted_at is None and seen.job is not None:
-                self.admitted_at = seen.admitted_at()
-                await status_lines.admitted(status.queue, self.admitted_at)
             if waiting_for_admission and status.admitted:
                 waiting_for_admission = False
                 if self.wait_for == "admission":

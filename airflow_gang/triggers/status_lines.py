@@ -10,12 +10,22 @@ logging configuration) and writes and flushes every line to it: done on the even
 thousand triggers' first lines and their writes on a busy disk held the loop every trigger
 shares (issue 33: py-spy showed structlog's ``BytesLogger.msg`` on the loop, asyncio's debug
 mode a trigger's first step taking over a second). A trigger awaits its own lines, so they stay
-in order; ``asyncio.to_thread`` carries the context Airflow binds a trigger's lines with.
+in order; ``asyncio.to_thread`` carries the context Airflow binds a trigger's lines with. A line
+below the logger's level costs no thread at all.
+
+Every line also costs the triggerer's supervisor: the trigger runner sends it over a socket, and
+the supervisor, one process that also opens each trigger's log file and records every event in
+the metadata DB, writes it. When the supervisor falls behind, that socket fills and every line
+waits, Airflow's own included (issue 33: Airflow's "trigger ... starting" line held the loop
+for over a second when a thousand triggers began, with triggers that wrote nothing at all). So a
+gang's admission is one line, not two: the ``gang admitted`` line carries the status it was seen
+with.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any, Literal
 
 from airflow_gang.gang_state import GangPhase, GangStatus
@@ -24,7 +34,18 @@ from airflow_gang.outage import OutageLog
 
 async def write(log: OutageLog, level: Literal["info", "debug", "warning"], message: str, *args: Any) -> None:
     """Write one line from a worker thread (see the module docstring)."""
-    await asyncio.to_thread(_write_now, log, level, message, args)
+    if _enabled(log, LEVELS[level]):
+        await asyncio.to_thread(_write_now, log, level, message, args)
+
+
+LEVELS = {"info": logging.INFO, "debug": logging.DEBUG, "warning": logging.WARNING}
+
+
+def _enabled(log: OutageLog, level: int) -> bool:
+    """Whether ``log`` would write a line at ``level`` (structlog's filtering loggers, which
+    Airflow's are, and the standard library's can tell; for any other, assume it would)."""
+    check = getattr(log, "is_enabled_for", None) or getattr(log, "isEnabledFor", None)
+    return True if check is None else bool(check(level))
 
 
 def _write_now(log: OutageLog, level: str, message: str, args: tuple[Any, ...]) -> None:
@@ -48,5 +69,9 @@ class StatusLines:
         self._line, self._phase = line, status.phase
         await write(self.log, "info" if new_phase else "debug", "gang job %s: %s", self.where, line)
 
-    async def admitted(self, queue: str | None, at: str | None) -> None:
-        await write(self.log, "info", "gang admitted job=%s queue=%s at %s", self.where, queue, at)
+    async def admitted(self, status: GangStatus, at: str | None) -> None:
+        """The admission line, with the status it was seen in (no separate line for that status)."""
+        line = status.describe()
+        self._line, self._phase = line, status.phase
+        message = "gang admitted job=%s queue=%s at %s: %s"
+        await write(self.log, "info", message, self.where, status.queue, at, line)

@@ -370,16 +370,20 @@ def test_with_a_structlog_logger_the_lines_are_written_off_the_event_loop_and_in
     async def watch() -> int:
         await status_lines.saw(gang(None, "Pending", 0))
         await status_lines.saw(gang(None, "Inqueue", 1))  # DEBUG: below the logger's level
-        await status_lines.admitted("research", "2026-12-04T00:00:00+00:00")
-        await status_lines.saw(gang("Running", "Running", 2, running=2))
+        running = gang("Running", "Running", 2, running=2)
+        # The admission and the status it was seen in are one line: the next look adds none.
+        await status_lines.admitted(running, "2026-12-04T00:00:00+00:00")
+        await status_lines.saw(running)
+        await status_lines.saw(gang("Succeeded", "Completed", 2))
         return threading.get_ident()
 
     loop_thread = asyncio.run(watch())
 
     assert [message for _, message in sink.written] == [
         "gang job ml/train: queued podgroup=Pending queue=research bound=0/2",
-        "gang admitted job=ml/train queue=research at 2026-12-04T00:00:00+00:00",
-        "gang job ml/train: running podgroup=Running queue=research bound=2/2",
+        "gang admitted job=ml/train queue=research at 2026-12-04T00:00:00+00:00: "
+        "running podgroup=Running queue=research bound=2/2",
+        "gang job ml/train: succeeded podgroup=Completed queue=research bound=2/2",
     ]
     assert all(thread != loop_thread for thread, _ in sink.written)
 
