@@ -14,6 +14,10 @@ It fires no event before ``until`` (an ISO 8601 UTC time or Unix seconds); witho
 runs until it is cancelled (its task instance leaves ``deferred``, or the triggerer stops). The
 triggerer imports it as ``loop_probe.LoopProbeTrigger``: the benchmarks directory must be on its
 ``PYTHONPATH``. `read_samples` reads a probe's file.
+
+`IdleTrigger` (``loop_probe.IdleTrigger``) is the benchmark's baseline: a trigger that does
+nothing at all (no line, no I/O) until it is cancelled. A thousand of them show what Airflow's
+triggerer itself does to its loop when that many triggers start, with no provider code running.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from typing import Any
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 CLASSPATH = "loop_probe.LoopProbeTrigger"
+IDLE_CLASSPATH = "loop_probe.IdleTrigger"
 
 
 def _deadline(until: str | float | None) -> float | None:
@@ -100,6 +105,20 @@ class LoopProbeTrigger(BaseTrigger):
                 _append(path, buffer)
         done = {"status": "done", "samples": samples, "path": self.path}
         yield TriggerEvent(done)  # type: ignore[no-untyped-call]
+
+
+class IdleTrigger(BaseTrigger):
+    """Waits, doing nothing, until it is cancelled (see the module docstring)."""
+
+    def __init__(self) -> None:
+        super().__init__()  # type: ignore[no-untyped-call]
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (IDLE_CLASSPATH, {})
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        await asyncio.Event().wait()
+        yield TriggerEvent({"status": "never"})  # type: ignore[no-untyped-call]
 
 
 def read_samples(path: str | Path) -> list[tuple[float, float]]:

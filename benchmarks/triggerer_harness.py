@@ -461,6 +461,8 @@ class TriggererLog:
 
     blocked: list[float] = field(default_factory=list)
     """Seconds of each "async thread was blocked for X seconds" warning (nan: unreadable X)."""
+    blocked_at: list[float | None] = field(default_factory=list)
+    """When each of them was logged (Unix seconds; None: no readable timestamp), same order."""
     errors: int = 0
     """Error lines and tracebacks."""
 
@@ -474,6 +476,10 @@ def triggerer_log_lines(text: str) -> TriggererLog:
                 found.blocked.append(float(with_seconds))
             except ValueError:
                 found.blocked.append(float("nan"))
+            try:  # Airflow's console lines start with their ISO 8601 UTC timestamp
+                found.blocked_at.append(parse_time(line.split(maxsplit=1)[0]))
+            except (ValueError, IndexError):
+                found.blocked_at.append(None)
         elif "[error" in line or "Traceback" in line:
             found.errors += 1
     return found

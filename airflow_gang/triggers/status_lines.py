@@ -4,22 +4,20 @@ Each phase the gang reaches (queued, running, succeeded...) is one INFO line; th
 within a phase (the PodGroup's phase, pods bound one by one, a scheduler's message) go at DEBUG,
 and so does the admitted phase, which the trigger announces with its own ``gang admitted`` line.
 
-Every line is written from a worker thread (`write`). Airflow's triggerer gives each trigger a
-logger that opens the task's trigger log file on first use (creating folders, reading the
-logging configuration) and writes and flushes every line to it: done on the event loop, a
-thousand triggers' first lines and their writes on a busy disk held the loop every trigger
-shares (issue 33: py-spy showed structlog's ``BytesLogger.msg`` on the loop, asyncio's debug
-mode a trigger's first step taking over a second). A trigger awaits its own lines, so they stay
-in order; ``asyncio.to_thread`` carries the context Airflow binds a trigger's lines with. A line
-below the logger's level costs no thread at all.
+Every line is written from a worker thread (`write`). In Airflow's triggerer a trigger's line is
+rendered and written, on the calling thread, into a socket that the triggerer's supervisor
+drains: the supervisor, one process that also opens each trigger's log file on its first line
+and records every event in the metadata DB, writes it into the task's trigger log. When the
+supervisor falls behind, the socket fills and the write waits. Written on the event loop, a
+thousand triggers' lines held the loop every trigger shares (issue 33: py-spy showed structlog's
+``BytesLogger.msg`` on the loop); from a worker thread, a wait holds only that thread. A
+trigger awaits its own lines, so they stay in order; ``asyncio.to_thread`` carries the context
+Airflow binds a trigger's lines with. A line below the logger's level costs no thread at all.
 
-Every line also costs the triggerer's supervisor: the trigger runner sends it over a socket, and
-the supervisor, one process that also opens each trigger's log file and records every event in
-the metadata DB, writes it. When the supervisor falls behind, that socket fills and every line
-waits, Airflow's own included (issue 33: Airflow's "trigger ... starting" line held the loop
-for over a second when a thousand triggers began, with triggers that wrote nothing at all). So a
-gang's admission is one line, not two: the ``gang admitted`` line carries the status it was seen
-with.
+Fewer lines matter as much: a full socket also holds Airflow's own lines, which it writes on the
+loop (issue 33: its "trigger ... starting" line held the loop for over a second when a thousand
+triggers began, triggers that wrote nothing at all). So a gang's admission is one line, not
+two: the ``gang admitted`` line carries the status it was seen with.
 """
 
 from __future__ import annotations
