@@ -51,7 +51,7 @@ from airflow_gang.job_kinds import job_kind_named
 from airflow_gang.jobs.failure_memory import FailureMemory
 from airflow_gang.jobs.wait_plan import WaitFor
 from airflow_gang.outage import DEFAULT_API_UNAVAILABLE_TIMEOUT, Outage, is_outage
-from airflow_gang.triggers import connection_lookup, looks, watch_cache
+from airflow_gang.triggers import connection_lookup, looks, status_lines, watch_cache
 from airflow_gang.triggers.change_feed import ChangeFeed
 from airflow_gang.triggers.deletion import delete_gang, on_kill_budget_seconds
 from airflow_gang.triggers.events import (
@@ -215,6 +215,7 @@ class GangJobTrigger(BaseTrigger):
                     await feed.stop()
             finally:
                 await hook.close()
+        await status_lines.written()  # the trigger's lines go into its task log before its event
         await hold_until(self.not_before, self.log)  # apache/airflow#72716: see the module docstring
         self._event_sent = True
         yield TriggerEvent(event)  # type: ignore[no-untyped-call]
@@ -262,7 +263,7 @@ class GangJobTrigger(BaseTrigger):
     async def _wait(self, hook: AsyncGangJobHook, feed: Feed) -> dict[str, Any]:
         waiting_for_admission = self.wait_for in ("admission", "both") and self.admitted_at is None
         outage = Outage(f"{self.job_kind} {self.namespace}/{self.name}", timeout=self.api_unavailable_timeout)
-        status_lines = StatusLines(self.log, self.namespace, self.name)
+        lines = StatusLines(self.log, self.namespace, self.name)
         memory = FailureMemory(self.kind)
         podgroup_seen = False
         while True:
@@ -295,9 +296,9 @@ class GangJobTrigger(BaseTrigger):
             await looks.note_failure(hook, memory, seen.pods, self.namespace)
             if status.admitted and self.admitted_at is None and seen.job is not None:
                 self.admitted_at = seen.admitted_at()
-                await status_lines.admitted(status, self.admitted_at)
+                lines.admitted(status, self.admitted_at)
             else:
-                await status_lines.saw(status)
+                lines.saw(status)
             if status.phase is GangPhase.LOST:
                 if waiting_for_admission and past(self.admission_deadline):
                     # Gone after its admission deadline: this trigger (or its predecessor in a

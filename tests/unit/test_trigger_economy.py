@@ -27,7 +27,7 @@ from airflow_gang.trainjob_spec import TrainJobSpec
 from airflow_gang.triggers import connection_lookup
 from airflow_gang.triggers.cache_projection import projected
 from airflow_gang.triggers.connection_lookup import Resolved
-from airflow_gang.triggers.status_lines import StatusLines
+from airflow_gang.triggers.status_lines import StatusLines, written
 
 JsonDict = dict[str, Any]
 
@@ -304,7 +304,8 @@ def test_phases_are_info_lines_finer_changes_debug_and_repeats_nothing(
 
     async def watch() -> None:
         for status in statuses:
-            await status_lines.saw(status)
+            status_lines.saw(status)
+        await written()
 
     asyncio.run(watch())
 
@@ -337,7 +338,8 @@ def test_a_phase_seen_again_after_another_is_an_info_line_again(
 
     async def watch() -> None:
         for seen in (status, requeued, status):
-            await status_lines.saw(seen)
+            status_lines.saw(seen)
+        await written()
 
     asyncio.run(watch())
 
@@ -368,13 +370,14 @@ def test_with_a_structlog_logger_the_lines_are_written_off_the_event_loop_and_in
     status_lines = StatusLines(log, "ml", "train")
 
     async def watch() -> int:
-        await status_lines.saw(gang(None, "Pending", 0))
-        await status_lines.saw(gang(None, "Inqueue", 1))  # DEBUG: below the logger's level
+        status_lines.saw(gang(None, "Pending", 0))
+        status_lines.saw(gang(None, "Inqueue", 1))  # DEBUG: below the logger's level
         running = gang("Running", "Running", 2, running=2)
         # The admission and the status it was seen in are one line: the next look adds none.
-        await status_lines.admitted(running, "2026-12-04T00:00:00+00:00")
-        await status_lines.saw(running)
-        await status_lines.saw(gang("Succeeded", "Completed", 2))
+        status_lines.admitted(running, "2026-12-04T00:00:00+00:00")
+        status_lines.saw(running)
+        status_lines.saw(gang("Succeeded", "Completed", 2))
+        await written()
         return threading.get_ident()
 
     loop_thread = asyncio.run(watch())
@@ -386,6 +389,51 @@ def test_with_a_structlog_logger_the_lines_are_written_off_the_event_loop_and_in
         "gang job ml/train: succeeded podgroup=Completed queue=research bound=2/2",
     ]
     assert all(thread != loop_thread for thread, _ in sink.written)
+
+
+class BlockedSink(ThreadRecordingSink):
+    """A sink whose writes wait, as a write into a full socket to a busy supervisor does."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.open = threading.Event()
+
+    def msg(self, message: str) -> None:
+        self.open.wait(10)
+        super().msg(message)
+
+    info = debug = warning = msg
+
+
+def test_a_trigger_decides_while_its_lines_wait_and_they_are_written_before_it_goes_on() -> None:
+    """A line waiting on a busy supervisor must not delay what the trigger decides; `written`
+    (awaited before the trigger fires its event) returns only once the lines are out."""
+    sink = BlockedSink()
+    log = structlog.wrap_logger(
+        sink,
+        wrapper_class=structlog.make_filtering_bound_logger(logging.INFO),
+        processors=[lambda _logger, _method, event: event["event"]],
+    )
+    status_lines = StatusLines(log, "ml", "train")
+
+    async def trigger() -> tuple[list[str], list[str]]:
+        status_lines.saw(gang(None, "Pending", 0))
+        status_lines.saw(gang("Succeeded", "Completed", 2))  # decided at once: nothing awaited
+        before = [message for _, message in sink.written]
+        flushing = asyncio.ensure_future(written())
+        await asyncio.sleep(0.05)
+        assert not flushing.done(), "written() returned while the lines still waited"
+        sink.open.set()
+        await flushing
+        return before, [message for _, message in sink.written]
+
+    before, after = asyncio.run(trigger())
+
+    assert before == []
+    assert after == [
+        "gang job ml/train: queued podgroup=Pending queue=research bound=0/2",
+        "gang job ml/train: succeeded podgroup=Completed queue=research bound=2/2",
+    ]
 
 
 # --- cache_projection.projected ------------------------------------------------------------------
