@@ -77,7 +77,9 @@ notice latencies include that queueing. Triggerer 1 runs for a while alone befor
 starts and its lag window begins earlier (its share's writing); both end together.
 
 **Verdict.** Nothing is asserted. For each triggerer, issue 33's targets are printed as met,
-MISSED or n/a: no "async thread was blocked" warning >= 0.2 s, loop lag p99 <= 50 ms, admission
+MISSED or n/a: no "async thread was blocked" warning >= 0.2 s (and, shown apart, none logged
+once both triggerers had loaded their shares: what is left after start-up, where Airflow stalls
+its own loop, see `bench_triggerer.py`'s ``idle`` design), loop lag p99 <= 50 ms, admission
 and completion notice p99 <= 100 ms; for the fleet: at most 3 open watches per triggerer and
 namespace, and N/N done. Then one line: "all targets met", or what was missed. The exit code is 1
 only when the run had a problem (printed as PROBLEM), never for a missed target.
@@ -215,6 +217,10 @@ class TriggererResult:
     fired: int = 0
     """Events its triggers fired (trigger logs and its own log)."""
     blocked: list[float] = field(default_factory=list)
+    blocked_at: list[float | None] = field(default_factory=list)
+    """When each warning of ``blocked`` was logged (Unix seconds), same order."""
+    blocked_running: list[float] = field(default_factory=list)
+    """The long ones logged once every triggerer had loaded its share."""
     errors: int = 0
     log_read: bool = False
     loop_lag_ms: list[float] = field(default_factory=list)
@@ -263,6 +269,8 @@ class FleetResult:
     sim_cpu_seconds: float | None = None
     sim_seconds: float | None = None
     assignment: dict[str, dict[str, int]] = field(default_factory=dict)
+    loaded_at: float | None = None
+    """When every triggerer had loaded its share: before, start-up; after, running."""
     """Run id -> triggerer job id (or "none") -> deferred TIs, from the DB before the queue opened."""
     problems: list[str] = field(default_factory=list)
     jobs: list[dict[str, object]] = field(default_factory=list)
@@ -451,6 +459,7 @@ class Fleet:
                         before = self.counts()
                     stack.enter_context(slot.rss)
                     self._load_share(slot)
+                result.loaded_at = time.time()
                 self._idle_window()
                 self._record_assignment()
                 self._open_and_wait()
@@ -626,6 +635,13 @@ class Fleet:
             text = slot.triggerer.log_text()
             own = harness.triggerer_log_lines(text)
             slot.result.blocked, slot.result.errors = own.blocked, own.errors
+            slot.result.blocked_at = own.blocked_at
+            loaded = result.loaded_at if result.loaded_at is not None else float("inf")
+            slot.result.blocked_running = [
+                seconds
+                for seconds, moment in zip(own.blocked, own.blocked_at, strict=False)
+                if not seconds < BLOCKED_LIMIT and moment is not None and moment >= loaded
+            ]
             slot.result.log_read = slot.triggerer.process is not None
             fired_own[slot.job_id] = Counter(
                 {
@@ -848,6 +864,13 @@ def triggerer_targets(t: TriggererResult) -> list[Target]:
             float(t.blocked_long) if t.log_read else None,
             0,
             f"{t.blocked_long} of {len(t.blocked)} warnings{longest}",
+        ),
+        Target(
+            "  none of them once both triggerers run (idle window, admissions, completions)",
+            float(len(t.blocked_running)) if t.log_read else None,
+            0,
+            f"{len(t.blocked_running)}"
+            + (f" (max {max(t.blocked_running):.2f} s)" if t.blocked_running else ""),
         ),
         Target(
             f"loop lag p99 <= {LOOP_LAG_TARGET_MS:g} ms",
