@@ -143,6 +143,7 @@ class AsyncWatchesMixin:
         *,
         field_selector: str | None = None,
         label_selector: str | None = None,
+        on_page: Callable[[], None] | None = None,
     ) -> tuple[list[JsonDict], str]:
         """Items and the list's resourceVersion: the starting point of a following `watch`.
 
@@ -153,6 +154,7 @@ class AsyncWatchesMixin:
         :param namespace: namespace to list.
         :param field_selector: e.g. ``metadata.name=train-1``.
         :param label_selector: e.g. ``training.kubeflow.org/job-name=train-1``.
+        :param on_page: called after each page (a long list is seen making progress).
         """
         items: list[JsonDict] = []
         version, page = "", ""
@@ -170,6 +172,8 @@ class AsyncWatchesMixin:
             version = version or str(metadata.get("resourceVersion") or "")
             items.extend(listed.get("items") or [])
             page = str(metadata.get("continue") or "")
+            if on_page is not None:
+                on_page()
             if not page:
                 return items, version
 

@@ -61,6 +61,7 @@ class ListWatch:
     :param on_failure: (consecutive failures, error) for each failure other than a 410; 1 starts
         an episode.
     :param on_back: a watch opened again after failures.
+    :param on_page: each page of a list read (a long list making progress).
     :param relist_after_failure: list again after a failure instead of resuming the watch from
         the last version (a per-job feed has little to list; a namespace-wide cache a lot).
     """
@@ -76,6 +77,7 @@ class ListWatch:
     on_watching: Callable[[bool], None] = _ignore
     on_failure: Callable[[int, Exception], None] = _ignore
     on_back: Callable[[], None] = _ignore
+    on_page: Callable[[], None] = _ignore
     relist_after_failure: bool = False
     lists: int = field(default=0, init=False)
     watches: int = field(default=0, init=False)
@@ -103,6 +105,7 @@ class ListWatch:
                         self.namespace,
                         field_selector=self.field_selector,
                         label_selector=self.label_selector,
+                        on_page=self.on_page,
                     )
                     self.lists += 1
                     self.on_list(items)

@@ -1,10 +1,9 @@
 """`WatchCache`: one list + watch per kind and namespace, shared by every trigger of a triggerer.
 
 A sweep of a thousand mapped tasks defers a thousand `GangJobTrigger` instances into one
-triggerer process. Each following its own job with three watches and re-reading three objects
-per event would mean thousands of open watches and hundreds of requests per second. Instead the
-triggers of one event loop share, per cluster and namespace, the informer pattern Kubernetes
-controllers use:
+triggerer process. Following each job with its own three watches would mean thousands of open
+watches and hundreds of requests per second; instead the triggers of one event loop share, per
+cluster and namespace, the informer pattern Kubernetes controllers use:
 
 - three followers, each a list then a watch from its resourceVersion (bookmarks on, resumed from
   the last version seen, listed again after ``410 Gone``, reconnected with capped backoff):
@@ -24,13 +23,12 @@ controllers use:
   a cache whose server stops answering looks at its connection again before it reports trouble
   (`AsyncGangJobHook.refresh_connection`);
 - its own log lines (a watch failing, once per episode with a reminder every few minutes, or
-  back) in the triggerer's log: the cache outlives the trigger that started it, so they cannot
-  go to that trigger's task log;
+  back) in the triggerer's log: it outlives the trigger that started it, not that task's log;
 - reference counting: the first trigger starts the cache, the last one leaving stops it after
   `LINGER_SECONDS`, so a task that re-defers does not restart the watches.
 
 Triggers evaluate `gang_status` from `snapshot` while the cache is `healthy`, with no request of
-their own, and poll with GETs only while a follower is down.
+their own; they poll with GETs only while a follower is down (not while its first list is slow).
 """
 
 from __future__ import annotations
@@ -128,6 +126,7 @@ class _Follower:
             on_watching=self._set_watching,
             on_failure=self._failed,
             on_back=self.trouble.back,
+            on_page=cache.progressed,
         )
         await self.loop.run()
 
@@ -222,6 +221,7 @@ class WatchCache:
         self._healthy = asyncio.Event()
         # Set from a follower's failure until the cache is healthy again: waiting is moot then.
         self._failing = asyncio.Event()
+        self._progress = asyncio.Event()  # a page listed: a slow first list is still getting on
         self._linger: asyncio.Task[None] | None = None
 
     # --- lifecycle ---------------------------------------------------------------------------
@@ -250,19 +250,28 @@ class WatchCache:
     def running(self) -> bool:
         return self._main is not None and not self._main.done()
 
-    async def ready(self, timeout: float) -> bool:
-        """Wait until the cache is `healthy` (every follower listed and watching); False after
-        ``timeout`` seconds, or as soon as a follower fails: the caller then polls, and so sees
-        (and times) an outage itself instead of waiting it out here."""
-        if self.healthy:
-            return True
-        waits = [asyncio.ensure_future(event.wait()) for event in (self._healthy, self._failing)]
-        try:
-            await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for waiting in waits:
-                waiting.cancel()
+    async def ready(self, timeout: float, limit: float = 300.0) -> bool:
+        """Until the cache is `healthy` (every follower listed and watching); False once ``timeout``
+        seconds pass with no page listed (``limit`` in all), or as soon as a follower fails: the
+        caller then polls, and so sees (and times) an outage itself. A slow first list that is
+        getting on is waited for: 5,000 triggers polling meanwhile slowed it further (issue 33)."""
+        end = (loop := asyncio.get_running_loop()).time() + limit
+        while not self.healthy and not self._failing.is_set():
+            self._progress.clear()
+            waits = [asyncio.ensure_future(e.wait()) for e in (self._healthy, self._failing, self._progress)]
+            try:
+                done, _ = await asyncio.wait(
+                    waits, timeout=max(0.0, min(timeout, end - loop.time())), return_when="FIRST_COMPLETED"
+                )
+            finally:
+                for waiting in waits:
+                    waiting.cancel()
+            if not done:
+                break
         return self.healthy
+
+    def progressed(self) -> None:
+        self._progress.set()
 
     def follower_failed(self) -> None:
         self._failing.set()
@@ -323,9 +332,7 @@ class WatchCache:
                 subscription.changed.set()
 
     def wake_all(self) -> None:
-        for subscriptions in self.subscribers.values():
-            for subscription in subscriptions:
-                subscription.changed.set()
+        self.wake(set(self.subscribers))
 
 
 # One registry per event loop: the triggerer runs every trigger in one loop; dag.test() runs each

@@ -3,7 +3,9 @@
 - what the shared watch cache keeps of each object (`cache_projection`) decides a gang's status
   exactly as the whole objects read with GETs do;
 - the cache reads its lists in pages (`async_watches.LIST_PAGE_SIZE`), each page one request;
-- triggers starting together share one connection look-up (`connection_lookup`).
+- triggers starting together share one connection look-up (`connection_lookup`);
+- triggers wait for a shared cache whose first list is slow but getting on, instead of each
+  looking with its own requests (which, at 10,000 jobs, slowed that list further).
 
 Requests are counted by the API server itself (``/sim/v1/metrics``), from the provider's
 asynchronous client only.
@@ -27,7 +29,7 @@ from airflow_gang.hooks import async_watches
 from airflow_gang.hooks.gang_async import AsyncGangJobHook
 from airflow_gang.job_kinds import PYTORCHJOB
 from airflow_gang.timeline import gang_admitted_at
-from airflow_gang.triggers import looks, watch_cache
+from airflow_gang.triggers import gang, looks, watch_cache
 from airflow_gang.triggers.gang import GangJobTrigger
 from gang_sim.cluster import SimCluster
 from tests.e2e.test_connection_change import write_kubeconfig
@@ -198,6 +200,41 @@ def test_fifty_triggers_starting_together_share_their_connection_look_up(
     # more would still be the economy (a trigger arriving after a look-up ended looks again, by
     # design); one per trigger (50) would be the old cost.
     assert 1 <= len(hooks_built) <= 5, hooks_built
+
+
+SLOW_POD_PAGES = {"latency": [{"verbs": ["list"], "resources": ["pods"], "rate": 1.0, "seconds": 1.5}]}
+
+
+def test_triggers_wait_for_a_first_list_that_is_slow_but_getting_on_without_requests_of_their_own(
+    submit: Callable[..., Submitted],  # noqa: F811  (the fixture imported above)
+    api: k8s.ApiClient,
+    cluster: SimCluster,  # noqa: F811  (the fixture imported above)
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every page of pods takes 1.5 s, one pod per page: the cache's first list takes longer than
+    a trigger waits for a cache that makes no progress (2 s here), but a page comes every 1.5 s."""
+    monkeypatch.setattr(async_watches, "LIST_PAGE_SIZE", 1)
+    monkeypatch.setattr(gang, "CACHE_SYNC_SECONDS", 2.0)
+    jobs = [submit(3.0) for _ in range(4)]
+    eventually(lambda: pods_of(api, jobs) == 4, timeout=30, message="the four jobs' pods were not created")
+    cluster.set_faults(SLOW_POD_PAGES)
+    before = provider_requests(api)
+
+    async def sweep() -> list[dict[str, Any]]:
+        return list(await asyncio.gather(*(first_event(trigger_for(job)) for job in jobs)))
+
+    try:
+        events = asyncio.run(sweep())
+    finally:
+        cluster.clear_faults()
+
+    assert [(event["status"], event["uid"]) for event in events] == [("succeeded", job.uid) for job in jobs]
+    used = provider_requests(api) - before
+    assert used[("list", "pods")] >= 4, used  # the slow list did happen: one page per pod
+    # No trigger looked on its own while the list got on: no GET of a job or PodGroup, no list
+    # of one job's pods (each of those is one more request the slow server must answer).
+    assert used[("get", JOB_RESOURCE)] == 0, used
+    assert used[("get", PODGROUP_RESOURCE)] == 0, used
 
 
 RELAYED_CONN_ID = "kubernetes_relayed"
