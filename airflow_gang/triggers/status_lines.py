@@ -13,10 +13,11 @@ completions is a wave of DB writes), the socket fills and the write waits. Writt
 loop, a thousand triggers' lines held the loop every trigger shares (issue 33: py-spy showed
 structlog's ``BytesLogger.msg`` on the loop); written from asyncio's default executor, waiting
 writes took all its threads, which Airflow's own logging also uses, and each trigger waited for
-its line before deciding (completion noticed 100-200 ms late in a wave). So a trigger queues its
-status lines and goes on deciding; before it fires its event it waits until its lines are
-written (`written`), so they stay in its task log, ahead of the event. The context Airflow binds
-a trigger's lines with is carried to the thread. A line below the logger's level is not queued.
+its line before deciding (at 10,000 jobs over two triggerers, completions were decided 58 and
+95 s late at p99; 0.9 and 3.2 s with the writer). So a trigger queues its status lines and goes
+on deciding; before it fires its event it waits until its lines are written (`written`), so
+they stay in its task log, ahead of the event. The context Airflow binds a trigger's lines with
+is carried to the thread. A line below the logger's level is not queued.
 
 Fewer lines matter as much: a full socket also holds Airflow's own lines, which it writes on the
 loop (issue 33: its "trigger ... starting" line held the loop for over a second when a thousand
