@@ -245,12 +245,7 @@ class PhaseResult:
 
     def blocked_long_while(self, starting: bool) -> list[float]:
         """The long warnings logged while the triggers started (before `loaded_at`) or after."""
-        cut = self.loaded_at if self.loaded_at is not None else float("inf")
-        return [
-            seconds
-            for seconds, moment in zip(self.blocked, self.blocked_at, strict=False)
-            if not seconds < BLOCKED_LIMIT and (moment is not None and moment < cut) is starting
-        ]
+        return harness.long_blocks(self.blocked, self.blocked_at, BLOCKED_LIMIT, self.loaded_at, starting)
 
     @property
     def rss_growth_mb(self) -> float | None:

@@ -636,12 +636,9 @@ class Fleet:
             own = harness.triggerer_log_lines(text)
             slot.result.blocked, slot.result.errors = own.blocked, own.errors
             slot.result.blocked_at = own.blocked_at
-            loaded = result.loaded_at if result.loaded_at is not None else float("inf")
-            slot.result.blocked_running = [
-                seconds
-                for seconds, moment in zip(own.blocked, own.blocked_at, strict=False)
-                if not seconds < BLOCKED_LIMIT and moment is not None and moment >= loaded
-            ]
+            slot.result.blocked_running = harness.long_blocks(
+                own.blocked, own.blocked_at, BLOCKED_LIMIT, result.loaded_at, starting=False
+            )
             slot.result.log_read = slot.triggerer.process is not None
             fired_own[slot.job_id] = Counter(
                 {

@@ -467,6 +467,23 @@ class TriggererLog:
     """Error lines and tracebacks."""
 
 
+def long_blocks(
+    blocked: Sequence[float],
+    blocked_at: Sequence[float | None],
+    limit: float,
+    cut: float | None,
+    starting: bool,
+) -> list[float]:
+    """The "blocked" warnings of ``limit`` s or longer (nan counts) logged before ``cut``, while the
+    triggers started (``starting``), or the others (no ``cut``: none started; no moment: running)."""
+    before = cut if cut is not None else float("inf")
+    return [
+        seconds
+        for seconds, moment in zip(blocked, blocked_at, strict=False)
+        if not seconds < limit and (moment is not None and moment < before) is starting
+    ]
+
+
 def triggerer_log_lines(text: str) -> TriggererLog:
     found = TriggererLog()
     for line in text.splitlines():

@@ -358,16 +358,20 @@ class ThreadRecordingSink:
     info = debug = warning = msg
 
 
-def test_with_a_structlog_logger_the_lines_are_written_off_the_event_loop_and_in_order() -> None:
-    """Airflow's triggerer loggers are structlog's: a write blocked on a busy supervisor's socket
-    must hold a worker thread, never the loop every trigger shares."""
-    sink = ThreadRecordingSink()
-    log = structlog.wrap_logger(
+def structlog_logger(sink: ThreadRecordingSink) -> Any:
+    """A structlog logger at INFO, as Airflow's triggerer gives a trigger, writing into ``sink``."""
+    return structlog.wrap_logger(
         sink,
         wrapper_class=structlog.make_filtering_bound_logger(logging.INFO),
         processors=[lambda _logger, _method, event: event["event"]],
     )
-    status_lines = StatusLines(log, "ml", "train")
+
+
+def test_with_a_structlog_logger_the_lines_are_written_off_the_event_loop_and_in_order() -> None:
+    """Airflow's triggerer loggers are structlog's: a write blocked on a busy supervisor's socket
+    must hold a worker thread, never the loop every trigger shares."""
+    sink = ThreadRecordingSink()
+    status_lines = StatusLines(structlog_logger(sink), "ml", "train")
 
     async def watch() -> int:
         status_lines.saw(gang(None, "Pending", 0))
@@ -409,12 +413,7 @@ def test_a_trigger_decides_while_its_lines_wait_and_they_are_written_before_it_g
     """A line waiting on a busy supervisor must not delay what the trigger decides; `written`
     (awaited before the trigger fires its event) returns only once the lines are out."""
     sink = BlockedSink()
-    log = structlog.wrap_logger(
-        sink,
-        wrapper_class=structlog.make_filtering_bound_logger(logging.INFO),
-        processors=[lambda _logger, _method, event: event["event"]],
-    )
-    status_lines = StatusLines(log, "ml", "train")
+    status_lines = StatusLines(structlog_logger(sink), "ml", "train")
 
     async def trigger() -> tuple[list[str], list[str]]:
         status_lines.saw(gang(None, "Pending", 0))
