@@ -139,6 +139,7 @@ from loop_probe import IdleTrigger, LoopProbeTrigger, read_samples  # noqa: E402
 from sim_process import cluster_cpu_seconds, cluster_process  # noqa: E402
 from triggerer_harness import (  # noqa: E402
     delete_namespace,
+    longest,
     make_triggers,
     percentile,
     set_queue_capability,
@@ -648,11 +649,6 @@ def print_size(config: Config, size: int, results: Sequence[PhaseResult]) -> Non
         for problem in result.problems:
             print(f"    PROBLEM: {problem}")
     print()
-
-
-def longest(blocked: Sequence[float]) -> str:
-    """``count (max X s)`` of some "blocked" warnings."""
-    return f"{len(blocked)} (max {max(blocked):.2f} s)" if blocked else "0"
 
 
 def loop_lag(lags: Sequence[float]) -> str:

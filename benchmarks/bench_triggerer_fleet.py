@@ -866,8 +866,7 @@ def triggerer_targets(t: TriggererResult) -> list[Target]:
             "  none of them once both triggerers run (idle window, admissions, completions)",
             float(len(t.blocked_running)) if t.log_read else None,
             0,
-            f"{len(t.blocked_running)}"
-            + (f" (max {max(t.blocked_running):.2f} s)" if t.blocked_running else ""),
+            harness.longest(t.blocked_running),
         ),
         Target(
             f"loop lag p99 <= {LOOP_LAG_TARGET_MS:g} ms",

@@ -484,6 +484,11 @@ def long_blocks(
     ]
 
 
+def longest(blocked: Sequence[float]) -> str:
+    """``count (max X s)`` of some "blocked" warnings."""
+    return f"{len(blocked)} (max {max(blocked):.2f} s)" if blocked else "0"
+
+
 def triggerer_log_lines(text: str) -> TriggererLog:
     found = TriggererLog()
     for line in text.splitlines():
