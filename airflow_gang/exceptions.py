@@ -79,6 +79,33 @@ class GangQueueMismatch(GangError):
         self.queue = queue
 
 
+class GangJobDisrupted(GangError):
+    """The running gang lost pods (preempted, reclaimed, node lost, evicted) and the task's
+    ``on_disruption`` policy gave the job up: ``retry``, or more than ``max_disruptions`` episodes
+    in one try. The job was deleted (``deleted`` says whether that was seen) so a retry submits a
+    fresh one, which resumes from the task's checkpoint location; `gang_retry_policy()` retries
+    it after ``disruption_retry_delay``.
+
+    :param reason: ``preempted``, ``reclaimed``, ``node_lost``, ``evicted`` or ``deleted``.
+    :param disruptions: how many episodes this try saw.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        name: str | None = None,
+        namespace: str | None = None,
+        reason: str | None = None,
+        disruptions: int = 0,
+        deleted: bool = False,
+    ) -> None:
+        super().__init__(message, name=name, namespace=namespace)
+        self.reason = reason
+        self.disruptions = disruptions
+        self.deleted = deleted
+
+
 class PyTorchJobFailed(GangError):
     """The PyTorchJob reached the `Failed` condition; names the failing replica and its exit code."""
 

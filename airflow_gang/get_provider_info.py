@@ -88,6 +88,18 @@ def get_provider_info() -> dict[str, Any]:
                         "example": "1800",
                         "default": "1800",
                     },
+                    "checkpoint_root": {
+                        "description": (
+                            "Where gang jobs keep checkpoints when the operator is given no "
+                            "checkpoint_dir: each task instance gets <root>/<dag_id>/<task_id>/"
+                            "<run_id>[/<map_index>], the same for every try, passed to every replica "
+                            "as GANG_CHECKPOINT_DIR. Empty gives none."
+                        ),
+                        "version_added": "0.1.0",
+                        "type": "string",
+                        "example": "s3://ml-checkpoints/airflow",
+                        "default": "",
+                    },
                     "freeze_triggerer_heap": {
                         "description": (
                             "Inside an Airflow triggerer, freeze the objects alive when the first "

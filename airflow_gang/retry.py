@@ -4,6 +4,8 @@
 
 - `GangAdmissionTimeout` is retried, after ``admission_retry_delay`` (the queue needs time to
   drain; the job was already deleted, so the retry starts clean);
+- `GangJobDisrupted` (``on_disruption="retry"`` or too many disruptions) is retried after
+  ``disruption_retry_delay``: the job was deleted and the next try resumes from its checkpoint;
 - `GangSpecError`, `GangPermissionError`, `GangCRDNotInstalled`, `GangQueueMismatch` (the
   PodGroup landed in another queue than asked: a retry lands there too) and API rejections of
   the manifest fail at once: retrying cannot fix them;
@@ -25,6 +27,7 @@ from airflow_gang.exceptions import (
     GangAdmissionTimeout,
     GangApiError,
     GangCRDNotInstalled,
+    GangJobDisrupted,
     GangPermissionError,
     GangQueueMismatch,
     GangSpecError,
@@ -57,15 +60,16 @@ class GangRetryPolicy(ExceptionRetryPolicy):
 
 def gang_retry_policy(
     admission_retry_delay: dt.timedelta | float = dt.timedelta(minutes=5),
+    disruption_retry_delay: dt.timedelta | float = dt.timedelta(seconds=30),
 ) -> GangRetryPolicy:
     """The provider's retry policy (see module docstring).
 
     :param admission_retry_delay: wait before retrying a job that timed out in the queue.
+    :param disruption_retry_delay: wait before retrying a job given up after a disruption.
     """
-    delay = (
-        admission_retry_delay
-        if isinstance(admission_retry_delay, dt.timedelta)
-        else dt.timedelta(seconds=float(admission_retry_delay))
+    delay, disrupted_delay = (
+        value if isinstance(value, dt.timedelta) else dt.timedelta(seconds=float(value))
+        for value in (admission_retry_delay, disruption_retry_delay)
     )
     return GangRetryPolicy(
         rules=[
@@ -74,6 +78,12 @@ def gang_retry_policy(
                 action=RetryAction.RETRY,
                 retry_delay=delay,
                 reason="the gang waited too long in its queue; retrying with a fresh job",
+            ),
+            RetryRule(
+                exception=GangJobDisrupted,
+                action=RetryAction.RETRY,
+                retry_delay=disrupted_delay,
+                reason="the running gang was disrupted and given up; retrying with a fresh job",
             ),
             RetryRule(
                 exception=[GangSpecError, GangPermissionError, GangCRDNotInstalled, GangQueueMismatch],

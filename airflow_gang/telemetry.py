@@ -14,11 +14,16 @@ name (Airflow adds its prefix,       type    what
 ``gang.reaper_deletion``            counter the orphan reaper deleted a job
 ``gang.api_outage``                 counter an API outage a wait rode out (one per episode)
 ``gang.api_outage_seconds``         timer   how long that outage lasted
+``gang.disruptions``                counter a running gang lost pods (one per episode;
+                                            tag ``reason``: preempted, reclaimed, node_lost,
+                                            evicted, deleted)
+``gang.disruption_seconds``         timer   from a disruption that requeued the gang to its
+                                            re-admission
 =================================== ======= ===================================================
 
-Tags: ``queue``, ``dag_id``, ``task_id`` (the reaper's: ``reason``). Plain StatsD has no tags,
-so there only the names arrive; with ``statsd_influxdb_enabled``, DogStatsD or OpenTelemetry
-the tags do too.
+Tags: ``queue``, ``dag_id``, ``task_id`` (the reaper's and disruptions' also ``reason``). Plain
+StatsD has no tags, so there only the names arrive; with ``statsd_influxdb_enabled``, DogStatsD
+or OpenTelemetry the tags do too.
 
 Each Airflow process sets up one facade: a task process the Task SDK's, the scheduler,
 triggerer and API server Airflow core's (`_facade`). A metric never fails a job: every error
@@ -107,3 +112,15 @@ def reaper_deletion(*, reason: str, dag_id: str | None, task_id: str | None) -> 
 def api_outage_ridden(seconds: float) -> None:
     _incr("api_outage")
     _timing("api_outage_seconds", seconds)
+
+
+def disruption_started(
+    reason: str, queue: str | None, *, dag_id: str | None = None, task_id: str | None = None
+) -> None:
+    _incr("disruptions", reason=reason, queue=queue, dag_id=dag_id, task_id=task_id)
+
+
+def disruption_readmitted(
+    seconds: float, reason: str, queue: str | None, *, dag_id: str | None = None, task_id: str | None = None
+) -> None:
+    _timing("disruption_seconds", seconds, reason=reason, queue=queue, dag_id=dag_id, task_id=task_id)

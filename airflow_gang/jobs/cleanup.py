@@ -163,3 +163,34 @@ def delete_gang(
         f"; still there: {', '.join(seen_left[:6])}" if seen_left else "",
     )
     return False
+
+
+def give_up(
+    hook: GangJobHook,
+    job: JsonDict,
+    reason: str,
+    *,
+    gang_scheduling: str | None,
+    job_kind: JobKind,
+    logger: logging.Logger | Any = log,
+) -> bool:
+    """Delete a job nobody will wait for (admission timeout, execution_timeout, a kill, a wrong
+    queue, a disruption given up), within the kill budget; whether it was confirmed gone. A
+    refusal is logged, not raised: the task's own failure is what it reports."""
+    metadata = job["metadata"]
+    try:
+        return delete_gang(
+            hook,
+            metadata["name"],
+            metadata["namespace"],
+            metadata.get("uid"),
+            gang_scheduling=gang_scheduling,
+            timeout=kill_budget_seconds(),
+            reason=reason,
+            logger=logger,
+            job_kind=job_kind,
+        )
+    except GangApiError as error:
+        where = f"{job_kind.kind} {metadata['namespace']}/{metadata['name']}"
+        logger.error("could not delete %s: %s", where, error)
+        return False

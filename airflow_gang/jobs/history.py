@@ -41,7 +41,9 @@ MAX_REASON_CHARS = 2_000
 # How a job ended, as the page tells it. "submitted" is a job whose end was not recorded (yet):
 # the page joins it with the live cluster, or with the task instance's state once it is gone.
 SUBMITTED = "submitted"
-ENDED_STATES = ("succeeded", "failed", "admission_timeout", "lost", "killed", "timed_out")
+ENDED_STATES = ("succeeded", "failed", "admission_timeout", "lost", "killed", "timed_out", "disrupted")
+# A job's record keeps its newest disruption episodes (`airflow_gang.jobs.disruption`), one row each.
+MAX_DISRUPTIONS = 20
 
 
 def waits_for(name: str, namespace: str, wait_for: str) -> JsonDict:
@@ -152,6 +154,11 @@ def ended(
     if exit_code is not None:
         closed["exit_code"] = exit_code
     return closed
+
+
+def with_disruptions(record: JsonDict, episodes: list[JsonDict]) -> JsonDict:
+    """``record`` with its job's disruption episodes (the newest `MAX_DISRUPTIONS`)."""
+    return {**record, "disruptions": [dict(e) for e in episodes][-MAX_DISRUPTIONS:]}
 
 
 def upsert(records: Any, record: JsonDict) -> list[JsonDict]:

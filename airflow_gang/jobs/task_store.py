@@ -78,10 +78,12 @@ def record_end(
     state: str,
     *,
     log_tail: str | None = None,
+    disruptions: list[JsonDict] | None = None,
     **details: Any,
 ) -> JsonDict | None:
     """Close the job's ``gang_history`` record in ``state`` (`history.ended`'s ``details``), keep
-    its log tail, and return the record (None outside a task or without a store)."""
+    its log tail and the disruption episodes the wait saw, and return the record (None outside a
+    task or without a store)."""
     if context.get("task_state_store") is None:
         return None
     metadata = job.get("metadata") or {}
@@ -92,6 +94,8 @@ def record_end(
     if record is None:  # its start was not recorded (a store added mid-wait): what the job says
         record = history.started(job, try_number=_try_number(context), gang_scheduling="unknown", now=now)
         record["queue"] = history.queue_of(job)
+    if disruptions:
+        record = history.with_disruptions(record, disruptions)
     closed = history.ended(record, state, now=now, **details)
     write(context, history.HISTORY_KEY, history.upsert(records, closed))
     telemetry.try_ended(closed, **_task(context))
@@ -101,8 +105,25 @@ def record_end(
     return closed
 
 
+def record_disruptions(context: Context, job: JsonDict, episodes: list[JsonDict]) -> None:
+    """Put the disruption episodes a wait saw so far into the job's open ``gang_history`` record."""
+    if context.get("task_state_store") is None or not episodes:
+        return
+    metadata = job.get("metadata") or {}
+    records = read(context, history.HISTORY_KEY)
+    record = history.find(records, str(metadata.get("uid") or ""), name=metadata.get("name"))
+    if record is not None:
+        updated = history.upsert(records, history.with_disruptions(record, episodes))
+        write(context, history.HISTORY_KEY, updated)
+
+
 def record_outcome(
-    context: Context, outcome: Outcome, *, admitted_at: str | None, finished_at: str | None
+    context: Context,
+    outcome: Outcome,
+    *,
+    admitted_at: str | None,
+    finished_at: str | None,
+    disruptions: list[JsonDict] | None = None,
 ) -> None:
     """Close the history record of a job that ran to its end (before cleanup may delete it)."""
     if outcome.error is not None:
@@ -116,10 +137,14 @@ def record_outcome(
         if error.log_tail and error.replica:
             tail = f"--- {error.replica}, which failed ---\n{error.log_tail}"
         moments = {"admitted_at": admitted_at, "finished_at": finished_at}
-        record_end(context, outcome.job, "failed", log_tail=tail, **moments, **details)
+        record_end(
+            context, outcome.job, "failed", log_tail=tail, disruptions=disruptions, **moments, **details
+        )
     elif outcome.result is not None:
         moments = {"admitted_at": outcome.result["admitted_at"], "finished_at": outcome.result["finished_at"]}
-        record_end(context, outcome.job, "succeeded", log_tail=outcome.log_tail, **moments)
+        record_end(
+            context, outcome.job, "succeeded", log_tail=outcome.log_tail, disruptions=disruptions, **moments
+        )
 
 
 def _last(records: Any) -> JsonDict | None:

@@ -33,6 +33,11 @@ class WaitPlan:
     execution_deadline: dt.datetime | None = None
     # The queue the task asked for, which the PodGroup must be in when it appears (None: no check).
     expected_queue: str | None = None
+    # What a disruption of the running gang does (`airflow_gang.jobs.disruption`); None: the wait
+    # only reports it (a sensor does not own the job).
+    on_disruption: str | None = None
+    max_disruptions: int | None = None
+    readmission_timeout: float | None = None
 
     @classmethod
     def for_job(
@@ -43,6 +48,8 @@ class WaitPlan:
         *,
         admission_timeout: float | None,
         expected_queue: str | None = None,
+        on_disruption: str | None = None,
+        max_disruptions: int | None = None,
     ) -> WaitPlan:
         """The plan for ``job``: its admission clock starts at the job's creation (also when an
         earlier try, or another task, submitted it), or now if the job shows none."""
@@ -51,7 +58,17 @@ class WaitPlan:
         deadline = None
         if admission_timeout and wait_for != "completion":
             deadline = submitted_at + dt.timedelta(seconds=admission_timeout)
-        return cls(gang_scheduling, wait_for, deadline, submitted_at, expected_queue=expected_queue)
+        return cls(
+            gang_scheduling,
+            wait_for,
+            deadline,
+            submitted_at,
+            expected_queue=expected_queue,
+            on_disruption=on_disruption,
+            max_disruptions=max_disruptions,
+            # A requeued gang waits for re-admission as long as a new one waits for admission.
+            readmission_timeout=admission_timeout if on_disruption else None,
+        )
 
     def until(self, moment: dt.datetime | None) -> WaitPlan:
         """This plan, ending at ``moment`` at the latest unless it already has an end."""
@@ -68,4 +85,7 @@ class WaitPlan:
             "execution_deadline": _text(self.execution_deadline),
             "submitted_at": _text(self.submitted_at),
             "expected_queue": self.expected_queue,
+            "on_disruption": self.on_disruption,
+            "max_disruptions": self.max_disruptions,
+            "readmission_timeout": self.readmission_timeout,
         }

@@ -30,12 +30,14 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from airflow.sdk.exceptions import AirflowTaskTimeout
 
 from airflow_gang import links
-from airflow_gang.exceptions import GangApiError, GangJobLost
+from airflow_gang.exceptions import GangJobLost
 from airflow_gang.gang_state import GangPhase, GangStatus
 from airflow_gang.hooks.gang import GangJobHook
 from airflow_gang.hooks.retrying import WAIT_RETRY_POLICY
 from airflow_gang.job_kinds import JobKind
-from airflow_gang.jobs import cleanup, observation, submission
+from airflow_gang.jobs import checkpoints, cleanup, observation, submission
+from airflow_gang.jobs.disruption import GiveUp
+from airflow_gang.jobs.disruption_report import job_given_up
 from airflow_gang.jobs.failure_memory import FailureMemory
 from airflow_gang.jobs.outcome import deletes_on_finish, read_outcome
 from airflow_gang.jobs.recipe import JobRecipe
@@ -47,7 +49,7 @@ from airflow_gang.operators.wait_arguments import GangWaitArguments
 from airflow_gang.operators.worker_wait import WorkerWait
 from airflow_gang.outage import Outage, unavailable_timeout_seconds
 from airflow_gang.triggers import handover
-from airflow_gang.triggers.events import EventStatus, GangEvent
+from airflow_gang.triggers.events import TRIGGER_DELETED, EventStatus, GangEvent
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -112,7 +114,7 @@ class GangJobOperator(GangWaitArguments):
     # --- execute: submit, then wait here or in the triggerer, then finish ---------------------
 
     def execute(self, context: Context) -> Any:
-        spec = self.build_spec()
+        spec = checkpoints.with_checkpoint_env(self.build_spec(), self.checkpoint_location(context))
         name, identity = self.identity(context)
         namespace = self.namespace or self.hook.get_namespace() or "default"
         with self._riding_out_outages(name, namespace) as hook:
@@ -127,6 +129,8 @@ class GangJobOperator(GangWaitArguments):
                 "both" if self.wait_for_completion else "admission",
                 admission_timeout=self.admission_timeout_seconds(),
                 expected_queue=recipe.expected_queue,
+                on_disruption=self.on_disruption,
+                max_disruptions=self.max_disruptions,
             )
             if self.deferrable:
                 seen = observation.observe(
@@ -170,9 +174,10 @@ class GangJobOperator(GangWaitArguments):
 
     def _record_progress(self, context: Context, status: GangStatus) -> None:
         if self.report_progress:
-            state_store.write(
-                context, STATE_STORE_PROGRESS_KEY, status.progress(dt.datetime.now(dt.UTC).isoformat())
-            )
+            progress = status.progress(dt.datetime.now(dt.UTC).isoformat())
+            if self._waiter is not None:
+                progress.update(self._waiter.disruptions.progress())
+            state_store.write(context, STATE_STORE_PROGRESS_KEY, progress)
 
     # --- waiting in the worker ----------------------------------------------------------------
 
@@ -184,6 +189,8 @@ class GangJobOperator(GangWaitArguments):
             on_change=partial(self._record_progress, context),
             follow_logs=self.get_logs,
             job_kind=self.job_kind,
+            on_disruption=lambda seen: state_store.record_disruptions(context, job, seen.to_json()),
+            task={"dag_id": context["ti"].dag_id, "task_id": context["ti"].task_id},
         )
         try:
             end = self._waiter.run(job, plan)
@@ -203,6 +210,8 @@ class GangJobOperator(GangWaitArguments):
             )
             state_store.record_end(context, job, "admission_timeout", reason=str(error))
             raise error
+        if end.kind == "disrupted" and end.give_up is not None:
+            return self._disrupted(context, job, end.give_up, self._waiter.disruptions.to_json())
         if end.kind == "queue_mismatch":  # a retry would land in the same queue: fail for good
             gone = self._give_up(job, "its PodGroup is in another queue than asked")
             wrong = observation.queue_mismatch(
@@ -215,34 +224,21 @@ class GangJobOperator(GangWaitArguments):
         return self._finish(context, job, status.phase.value, end.admitted_at, None, seen_failure=end.failure)
 
     def _give_up(self, job: JsonDict, reason: str) -> bool:
-        """Delete a job nobody will wait for (admission timeout, execution_timeout, a kill, a
-        wrong queue); whether it was confirmed gone."""
+        """Delete a job nobody will wait for; whether it was confirmed gone (`cleanup.give_up`)."""
         if self._waiter is not None:
             self._waiter.stop_following(timeout=1.0)
-        metadata = job["metadata"]
-        gone = False
-        try:
-            gone = cleanup.delete_gang(
-                self.hook,
-                metadata["name"],
-                metadata["namespace"],
-                metadata.get("uid"),
-                gang_scheduling=self.gang_mode,
-                timeout=cleanup.kill_budget_seconds(),
-                reason=reason,
-                logger=self.log,
-                job_kind=self.job_kind,
-            )
-        except GangApiError as error:  # keep the original failure; say what could not be cleaned
-            self.log.error(
-                "could not delete %s %s/%s: %s",
-                self.job_kind.kind,
-                metadata["namespace"],
-                metadata["name"],
-                error,
-            )
         self._submitted = None
-        return gone
+        return cleanup.give_up(
+            self.hook, job, reason, gang_scheduling=self.gang_mode, job_kind=self.job_kind, logger=self.log
+        )
+
+    def _disrupted(self, context: Context, job: JsonDict, give_up: GiveUp, episodes: list[JsonDict]) -> Any:
+        """The ``on_disruption`` policy gave the running gang up: delete it and fail the try."""
+        gone = self._give_up(job, give_up.message)
+        seconds = self.admission_timeout_seconds()
+        error = job_given_up(job, self.job_kind.kind, give_up, episodes, deleted=gone, waited_seconds=seconds)
+        state_store.record_end(context, job, give_up.end_state, reason=str(error), disruptions=episodes)
+        raise error
 
     # --- deferral -----------------------------------------------------------------------------
 
@@ -280,13 +276,12 @@ class GangJobOperator(GangWaitArguments):
         if ended.status is EventStatus.LOST:
             return self._job_lost(context, known)
         error = ended.to_exception(waited_seconds=self.admission_timeout_seconds())
+        episodes = list(ended.disruptions)
         if ended.is_execution_timeout:  # the task gives up: nobody will wait for the job
             state_store.record_end(context, known, "timed_out", reason=ended.message)
             self._give_up(known, ended.message)
-        elif ended.status is EventStatus.ADMISSION_TIMEOUT:  # the trigger deleted the job
-            state_store.record_end(context, known, "admission_timeout", reason=str(error))
-        elif ended.status is EventStatus.QUEUE_MISMATCH:  # the trigger deleted the job
-            state_store.record_end(context, known, "failed", reason=str(error))
+        elif (state := TRIGGER_DELETED.get(ended.status)) is not None:  # the trigger deleted the job
+            state_store.record_end(context, known, state, reason=str(error), disruptions=episodes)
         if error is not None:
             raise error
         with self._riding_out_outages(name, namespace) as hook:
@@ -296,8 +291,9 @@ class GangJobOperator(GangWaitArguments):
                 return job_result(job, "admitted", ended.admitted_at, None)
             seen = FailureMemory.from_json(self.job_kind, ended.failure)
             return self._finish(
-                context, job, ended.status, ended.admitted_at, ended.finished_at, seen_failure=seen
-            )
+                context, job, ended.status, ended.admitted_at, ended.finished_at, seen_failure=seen,
+                disruptions=episodes,
+            )  # fmt: skip
 
     # --- the end ------------------------------------------------------------------------------
 
@@ -310,6 +306,7 @@ class GangJobOperator(GangWaitArguments):
         finished_at: str | None,
         *,
         seen_failure: FailureMemory | None = None,
+        disruptions: list[JsonDict] | None = None,
     ) -> Any:
         """Log the master's tail, return the task's value or raise the job's failure; delete the
         job per ``delete_on_finish`` either way."""
@@ -333,7 +330,10 @@ class GangJobOperator(GangWaitArguments):
                 self.log_tail_lines,
                 ended.master_log.rstrip(),
             )
-        state_store.record_outcome(context, ended, admitted_at=admitted_at, finished_at=finished_at)
+        if disruptions is None and self._waiter is not None:
+            disruptions = self._waiter.disruptions.to_json()
+        moments = {"admitted_at": admitted_at, "finished_at": finished_at}
+        state_store.record_outcome(context, ended, disruptions=disruptions, **moments)
         succeeded = False
         try:
             if ended.error is not None:

@@ -98,6 +98,7 @@ class GangJobArguments(BaseOperator):
         "workers",
         "min_available",
         "gang_scheduling",
+        "checkpoint_dir",
     )
     template_fields_renderers = {
         "env": "json",

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from airflow_gang.jobs import task_store
-from airflow_gang.jobs.task_store import read, record_end, record_outcome, record_start
+from airflow_gang.jobs.task_store import read, record_disruptions, record_end, record_outcome, record_start
 from airflow_gang.reaper import STATE_STORE_JOB_KEY
 
 if TYPE_CHECKING:
@@ -30,6 +30,7 @@ __all__ = [
     "STATE_STORE_JOB_KEY",
     "STATE_STORE_PROGRESS_KEY",
     "read",
+    "record_disruptions",
     "record_end",
     "record_outcome",
     "record_start",

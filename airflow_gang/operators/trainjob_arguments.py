@@ -104,6 +104,7 @@ class TrainJobArguments(BaseOperator):
         "job_name",
         "namespace",
         "kubernetes_conn_id",
+        "checkpoint_dir",
     )
     template_fields_renderers = {
         "env": "json",

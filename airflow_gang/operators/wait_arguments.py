@@ -9,14 +9,19 @@ checked by `GangWaitArguments.build_spec` together with the job arguments of the
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.configuration import conf
 from airflow.sdk import BaseOperator
 
+from airflow_gang.jobs.checkpoints import checkpoint_location
+from airflow_gang.jobs.disruption import DEFAULT_MAX_DISRUPTIONS, ON_DISRUPTION_CHOICES, check_max_disruptions
 from airflow_gang.jobs.outcome import DELETE_ON_FINISH_CHOICES, ON_FINISH_ACTIONS, DeleteOnFinish
 from airflow_gang.operators.job_arguments import raise_for_choice
 from airflow_gang.outage import DEFAULT_API_UNAVAILABLE_TIMEOUT, unavailable_timeout_seconds
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
 
 
 class GangWaitArguments(BaseOperator):
@@ -47,6 +52,19 @@ class GangWaitArguments(BaseOperator):
         log only: returning to a worker for each one would provoke apache/airflow#72716.
     :param collect_metrics: put the ``name=value`` pairs of the master's last ``log_tail_lines``
         log lines (Katib's StdOut format, e.g. ``accuracy=0.97``) into the result's ``metrics``.
+    :param on_disruption: what the task does when its running gang loses pods (preempted or
+        reclaimed by Volcano, a node lost, an eviction or drain; `docs/disruptions.md`):
+        ``wait`` (default) lets the job's own restart bring the gang back and waits for its
+        re-admission within ``admission_timeout`` of the disruption (then the job is deleted and
+        `GangAdmissionTimeout` raised); ``retry`` deletes the job at once and raises
+        `GangJobDisrupted`, so the task's retry submits a fresh one. Either way the task log, the
+        ``progress`` entry, the job's history and the ``gang.disruptions`` metric record it.
+    :param max_disruptions: disruptions one try accepts with ``wait``; one more deletes the job
+        and raises `GangJobDisrupted` (default 3; None: any number).
+    :param checkpoint_dir: where the training code keeps its checkpoints, given to every replica
+        as ``GANG_CHECKPOINT_DIR`` (templated). Keep it the same across tries (no
+        ``try_number`` in it) so a retry resumes. Default: under ``[gang] checkpoint_root``
+        when set, ``<root>/<dag_id>/<task_id>/<run_id>[/<map_index>]``; else none is given.
     """
 
     def __init__(
@@ -64,6 +82,9 @@ class GangWaitArguments(BaseOperator):
         collect_metrics: bool = True,
         api_unavailable_timeout: dt.timedelta | float | None = DEFAULT_API_UNAVAILABLE_TIMEOUT,
         reuse_succeeded_job: bool = True,
+        on_disruption: str = "wait",
+        max_disruptions: int | None = DEFAULT_MAX_DISRUPTIONS,
+        checkpoint_dir: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -79,8 +100,24 @@ class GangWaitArguments(BaseOperator):
         self.collect_metrics = collect_metrics
         self.api_unavailable_timeout = api_unavailable_timeout
         self.reuse_succeeded_job = reuse_succeeded_job
+        self.on_disruption = on_disruption
+        self.max_disruptions = max_disruptions
+        self.checkpoint_dir = checkpoint_dir
 
     # --- building blocks ----------------------------------------------------------------------
+
+    def checkpoint_location(self, context: Context) -> str | None:
+        """This task instance's ``GANG_CHECKPOINT_DIR`` (`airflow_gang.jobs.checkpoints`)."""
+        ti = context["ti"]
+        root = conf.get("gang", "checkpoint_root", fallback="") or None
+        return checkpoint_location(
+            self.checkpoint_dir,
+            root,
+            dag_id=ti.dag_id,
+            task_id=ti.task_id,
+            run_id=ti.run_id,
+            map_index=int(getattr(ti, "map_index", -1) or -1),
+        )
 
     def build_spec(self) -> Any:
         """The validated job description; raises `GangSpecError` before any API call."""
@@ -88,4 +125,6 @@ class GangWaitArguments(BaseOperator):
             raise_for_choice(self.on_finish_action, "on_finish_action", tuple(ON_FINISH_ACTIONS))
         raise_for_choice(self.delete_on_finish, "delete_on_finish", DELETE_ON_FINISH_CHOICES)
         unavailable_timeout_seconds(self.api_unavailable_timeout)  # GangSpecError naming the field
+        raise_for_choice(self.on_disruption, "on_disruption", ON_DISRUPTION_CHOICES)
+        check_max_disruptions(self.max_disruptions)
         return super().build_spec()  # type: ignore[misc]  # the arguments base's

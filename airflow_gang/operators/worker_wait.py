@@ -14,13 +14,14 @@ from __future__ import annotations
 import datetime as dt
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
 from airflow_gang.gang_state import GangPhase, GangSnapshot, GangStatus, podgroup_queue, queue_mismatch
 from airflow_gang.hooks.gang import GangJobHook
 from airflow_gang.job_kinds import PYTORCHJOB, JobKind
-from airflow_gang.jobs import observation
+from airflow_gang.jobs import disruption_report, observation
+from airflow_gang.jobs.disruption import DisruptionTracker, GiveUp
 from airflow_gang.jobs.failure_memory import FailureMemory
 from airflow_gang.jobs.job_watch import JobWatch
 from airflow_gang.jobs.wait_plan import WaitPlan
@@ -35,13 +36,15 @@ RESYNC_SECONDS = 300.0
 
 class WaitEnd(NamedTuple):
     """How a wait ended: ``admitted`` (admission-only waits), ``finished``, ``lost``,
-    ``admission_timeout`` or ``queue_mismatch`` (the PodGroup appeared in another queue than
-    asked); in the last two the job is still there: the operator deletes it."""
+    ``admission_timeout``, ``queue_mismatch`` (the PodGroup appeared in another queue than
+    asked) or ``disrupted`` (the ``on_disruption`` policy gave the running gang up: `give_up`);
+    in the last three the job is still there: the operator deletes it."""
 
-    kind: Literal["admitted", "finished", "lost", "admission_timeout", "queue_mismatch"]
+    kind: Literal["admitted", "finished", "lost", "admission_timeout", "queue_mismatch", "disrupted"]
     seen: GangSnapshot
     admitted_at: str | None
     failure: FailureMemory | None = None
+    give_up: GiveUp | None = None
 
 
 @dataclass
@@ -63,11 +66,17 @@ class WorkerWait:
     watch: bool = True
     job_kind: JobKind = PYTORCHJOB
     expected_queue: str | None = None
+    disruptions: DisruptionTracker = field(default_factory=DisruptionTracker)
+    on_disruption: Callable[[DisruptionTracker], None] = lambda _: None
+    task: dict[str, str | None] = field(default_factory=dict)  # dag_id, task_id: metrics' tags
 
     def run(self, job: JsonDict, plan: WaitPlan) -> WaitEnd:
         """Wait for ``job`` as ``plan`` says (what for, until when, the queue its PodGroup must
         be in when it appears)."""
         self.expected_queue = plan.expected_queue
+        self.disruptions = DisruptionTracker(
+            plan.on_disruption, plan.max_disruptions, plan.readmission_timeout
+        )
         gang_scheduling, wait_for, deadline = plan.gang_scheduling, plan.wait_for, plan.admission_deadline
         metadata = job["metadata"]
         name, namespace = metadata["name"], metadata["namespace"]
@@ -133,11 +142,17 @@ class WorkerWait:
                 )
                 if wait_for == "admission":
                     return WaitEnd("admitted", seen, admitted_at)
+            step = self.disruptions.look(seen, admitted=admitted_at is not None)
+            write = lambda level, text: getattr(self.log, level)(text)  # noqa: E731
+            if disruption_report.report(step, status, f"{namespace}/{name}", write, **self.task):
+                self.on_disruption(self.disruptions)
+            if step.give_up is not None:
+                return WaitEnd("disrupted", seen, admitted_at, memory, step.give_up)
             if status.finished:
                 return WaitEnd("finished", seen, admitted_at, memory)
             if admitted_at is None and deadline is not None and dt.datetime.now(dt.UTC) >= deadline:
                 return WaitEnd("admission_timeout", seen, None)
-            self._pause(feed, deadline if admitted_at is None else None)
+            self._pause(feed, deadline if admitted_at is None else self.disruptions.deadline)
 
     def _pause(self, feed: JobWatch | None, deadline: dt.datetime | None) -> None:
         """Until something changes (watching) or for ``poll_interval`` (polling), never past the

@@ -206,7 +206,8 @@ class _GangJobSensor(BaseSensorOperator):
         except PyTorchJobFailed as error:
             moments = self._moments()
             reason = history.failure_headline(str(error))
-            details = {"failed_replica": error.replica, "exit_code": error.exit_code, "reason": reason}
+            details: dict[str, Any] = {"failed_replica": error.replica, "exit_code": error.exit_code}
+            details["reason"] = reason
             task_store.record_end(
                 context, self._job_or(known), "failed", log_tail=error.log_tail, **moments, **details
             )
@@ -224,7 +225,7 @@ class _GangJobSensor(BaseSensorOperator):
         seen = getattr(self, "_seen", None)
         return seen.job if seen is not None and seen.job is not None else known
 
-    def _moments(self) -> dict[str, str | None]:
+    def _moments(self) -> dict[str, Any]:
         """When the gang was admitted and the job ended, from the last look (None: unknown)."""
         seen = getattr(self, "_seen", None)
         if seen is None or seen.job is None:

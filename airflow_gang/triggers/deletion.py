@@ -10,6 +10,7 @@ trigger module that the triggerer imports on its event loop stays light.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +38,35 @@ def on_kill_budget_seconds() -> float:
 
     limit = conf.getfloat("triggerer", "on_kill_timeout", fallback=30.0)
     return max(limit / 2, limit - ON_KILL_MARGIN_SECONDS)
+
+
+async def delete_for_kill(
+    open_hook: Callable[[], Awaitable[AsyncGangJobHook]],
+    delete: Callable[[AsyncGangJobHook, float], Awaitable[bool]],
+    where: str,
+    log: OutageLog,
+) -> None:
+    """A killed trigger's deletion of its job, bounded by `on_kill_budget_seconds` (the connection
+    lookup included); says so when the job was not seen gone within it."""
+    budget = on_kill_budget_seconds()
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + budget
+    gone = False
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(budget):
+            hook = await open_hook()
+            try:
+                log.info("task killed: deleting %s", where)
+                gone = await delete(hook, max(0.0, deadline - loop.time()))
+            finally:
+                await hook.close()
+    if not gone:
+        log.warning(
+            "%s not confirmed deleted within %.0fs ([triggerer] on_kill_timeout less a margin); "
+            "the orphan reaper finishes the job",
+            where,
+            budget,
+        )
 
 
 async def delete_gang(

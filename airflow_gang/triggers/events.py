@@ -24,6 +24,7 @@ from airflow_gang.exceptions import (
 )
 from airflow_gang.gang_state import GangSnapshot
 from airflow_gang.jobs.deletion import after_deletion
+from airflow_gang.jobs.disruption_report import give_up_error
 from airflow_gang.outage import OutageLog
 from airflow_gang.timeline import finished_at
 
@@ -66,9 +67,18 @@ class EventStatus(StrEnum):
     FAILED = "failed"
     ADMISSION_TIMEOUT = "admission_timeout"  # the trigger deleted the job
     QUEUE_MISMATCH = "queue_mismatch"  # the PodGroup appeared in another queue: the trigger deleted the job
+    DISRUPTED = "disrupted"  # the on_disruption policy gave the running gang up: the trigger deleted the job
     LOST = "lost"  # the job is gone (someone else deleted it)
     API_UNAVAILABLE = "api_unavailable"  # an outage past api_unavailable_timeout: nothing deleted
     ERROR = "error"  # see GangEvent.reason
+
+
+# Waits that ended with the trigger deleting the job, and the state the job's record ends in.
+TRIGGER_DELETED = {
+    EventStatus.ADMISSION_TIMEOUT: "admission_timeout",
+    EventStatus.DISRUPTED: "disrupted",
+    EventStatus.QUEUE_MISMATCH: "failed",
+}
 
 
 @dataclass(frozen=True)
@@ -94,7 +104,8 @@ class GangEvent:
     job_kind: str = "PyTorchJob"
     failure: JsonDict | None = None  # the failing replica the wait saw (`FailureMemory`)
     asked_queue: str | None = None  # with QUEUE_MISMATCH: the queue the task asked for
-    deleted: bool | None = None  # with ADMISSION_TIMEOUT: the trigger saw the job and its pods gone
+    deleted: bool | None = None  # ADMISSION_TIMEOUT, DISRUPTED: the trigger saw the job and its pods gone
+    disruptions: tuple[JsonDict, ...] = ()  # the episodes the wait saw (`airflow_gang.jobs.disruption`)
 
     @classmethod
     def of(cls, payload: JsonDict) -> GangEvent:
@@ -117,6 +128,7 @@ class GangEvent:
             failure=payload.get("failure"),
             asked_queue=payload.get("asked_queue"),
             deleted=payload.get("deleted"),
+            disruptions=tuple(d for d in payload.get("disruptions") or () if isinstance(d, dict)),
         )
 
     @property
@@ -142,6 +154,19 @@ class GangEvent:
             )
         if self.status is EventStatus.LOST:
             return GangJobLost(self.message, name=self.name, namespace=self.namespace)
+        readmission = self.status is EventStatus.ADMISSION_TIMEOUT and self.reason == "readmission"
+        if self.status is EventStatus.DISRUPTED or readmission:
+            return give_up_error(
+                where,
+                "readmission_timeout" if readmission else "disrupted",
+                self.message,
+                self.disruptions,
+                name=self.name,
+                namespace=self.namespace,
+                queue=self.queue,
+                deleted=self.deleted,
+                waited_seconds=waited_seconds,
+            )
         if self.status is EventStatus.ADMISSION_TIMEOUT:
             by = (
                 f"by queue {self.queue!r}"

@@ -4,10 +4,10 @@ It follows the job, its PodGroup and its pods with list + watch (`change_feed.Ch
 re-listing after ``410 Gone``), re-evaluates `airflow_gang.gang_state.gang_status` on every
 change, and yields exactly one event:
 
-``{status: admitted|succeeded|failed|admission_timeout|queue_mismatch|lost|api_unavailable|error,
-reason, name, namespace, uid, phase, message, timeline, ...}`` (``api_unavailable`` also carries
-``unavailable_seconds`` and ``last_error``, for the task's `GangApiUnavailable`;
-``queue_mismatch`` carries ``asked_queue``, for its `GangQueueMismatch`).
+``{status: admitted|succeeded|failed|admission_timeout|queue_mismatch|disrupted|lost|
+api_unavailable|error, reason, name, namespace, uid, phase, message, timeline, disruptions...}``
+(``api_unavailable`` also carries ``unavailable_seconds`` and ``last_error``; ``queue_mismatch``
+``asked_queue``). A running gang's disruptions are followed by `disruption_steps`.
 
 While the watches work, the objects are read again only on a change (and every
 `RESYNC_SECONDS` as a safety net); while one fails, every ``poll_interval``. An API that cannot be
@@ -48,12 +48,13 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 from airflow_gang.exceptions import GangApiError
 from airflow_gang.gang_state import GangPhase, GangSnapshot
 from airflow_gang.job_kinds import job_kind_named
+from airflow_gang.jobs.disruption import DisruptionTracker
 from airflow_gang.jobs.failure_memory import FailureMemory
 from airflow_gang.jobs.wait_plan import WaitFor
 from airflow_gang.outage import DEFAULT_API_UNAVAILABLE_TIMEOUT, Outage, is_outage
-from airflow_gang.triggers import connection_lookup, looks, status_lines, watch_cache
+from airflow_gang.triggers import connection_lookup, disruption_steps, looks, status_lines, watch_cache
 from airflow_gang.triggers.change_feed import ChangeFeed
-from airflow_gang.triggers.deletion import delete_gang, on_kill_budget_seconds
+from airflow_gang.triggers.deletion import delete_for_kill, delete_gang
 from airflow_gang.triggers.events import (
     api_unavailable_event,
     execution_timeout_event,
@@ -118,6 +119,8 @@ class GangJobTrigger(BaseTrigger):
     :param job_kind: the job's ``kind``: ``PyTorchJob`` (default) or ``TrainJob``.
     :param expected_queue: the queue the task asked for; a PodGroup that first appears in
         another one is deleted with its job and ``queue_mismatch`` reported. None checks nothing.
+    :param on_disruption: ``wait``, ``retry`` or None (report only), with ``max_disruptions``
+        and ``readmission_timeout`` (seconds): `airflow_gang.jobs.disruption`.
     """
 
     def __init__(
@@ -142,6 +145,9 @@ class GangJobTrigger(BaseTrigger):
         reattached: bool = False,
         job_kind: str = "PyTorchJob",
         expected_queue: str | None = None,
+        on_disruption: str | None = None,
+        max_disruptions: int | None = None,
+        readmission_timeout: float | None = None,
     ) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
         self.name = name
@@ -165,6 +171,9 @@ class GangJobTrigger(BaseTrigger):
         self.reattached = reattached
         self.job_kind, self.kind = job_kind, job_kind_named(job_kind)
         self.expected_queue = expected_queue
+        self.on_disruption, self.max_disruptions = on_disruption, max_disruptions
+        self.readmission_timeout = readmission_timeout
+        self._disruptions = DisruptionTracker(on_disruption, max_disruptions, readmission_timeout)
         self._event_sent = False
         self._connection_extras: dict[str, Any] | None = None
 
@@ -215,6 +224,8 @@ class GangJobTrigger(BaseTrigger):
                     await feed.stop()
             finally:
                 await hook.close()
+        if self._disruptions.episodes:
+            event["disruptions"] = self._disruptions.to_json()
         await status_lines.written()  # the trigger's lines go into its task log before its event
         await hold_until(self.not_before, self.log)  # apache/airflow#72716: see the module docstring
         self._event_sent = True
@@ -316,6 +327,10 @@ class GangJobTrigger(BaseTrigger):
                 waiting_for_admission = False
                 if self.wait_for == "admission":
                     return gang_event(self, "admitted", seen, "")
+            if ended := await disruption_steps.follow(
+                self, self._disruptions, seen, lambda: self._delete(hook)
+            ):
+                return ended
             if status.finished:
                 return {
                     **gang_event(self, status.phase.value, seen, status.message),
@@ -339,6 +354,7 @@ class GangJobTrigger(BaseTrigger):
                 for moment in (
                     parse_moment(self.admission_deadline) if waiting_for_admission else None,
                     parse_moment(self.execution_deadline),
+                    self._disruptions.deadline,
                 )
                 if moment
             ]
@@ -375,24 +391,7 @@ class GangJobTrigger(BaseTrigger):
         """
         if self._event_sent or not self.delete_on_kill:
             return
-        budget = on_kill_budget_seconds()
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + budget
-        gone = False
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(budget):
-                hook = await self.hook()
-                try:
-                    self.log.info("task killed: deleting %s %s/%s", self.job_kind, self.namespace, self.name)
-                    gone = await self._delete(hook, timeout=max(0.0, deadline - loop.time()))
-                finally:
-                    await hook.close()
-        if not gone:
-            self.log.warning(
-                "%s %s/%s not confirmed deleted within %.0fs ([triggerer] on_kill_timeout less "
-                "a margin); the orphan reaper finishes the job",
-                self.job_kind,
-                self.namespace,
-                self.name,
-                budget,
-            )
+        where = f"{self.job_kind} {self.namespace}/{self.name}"
+        await delete_for_kill(
+            self.hook, lambda hook, seconds: self._delete(hook, timeout=seconds), where, self.log
+        )

@@ -57,6 +57,7 @@ def test_provider_info_matches_airflows_schema() -> None:
     assert info["package-name"] == "airflow-gang"
     assert set(info["config"]["gang"]["options"]) == {
         "default_admission_timeout",
+        "checkpoint_root",
         "resume_hold_seconds",
         "kubeconfig_to_triggerer",
         "freeze_triggerer_heap",

@@ -75,6 +75,9 @@ def test_trigger_serialize_mirrors_its_constructor() -> None:
         "reattached": True,
         "job_kind": "TrainJob",
         "expected_queue": "research",
+        "on_disruption": "wait",
+        "max_disruptions": 3,
+        "readmission_timeout": 1800.0,
     }
     path, serialized = GangJobTrigger(**kwargs).serialize()  # type: ignore[arg-type]
     assert path == "airflow_gang.triggers.gang.GangJobTrigger"
