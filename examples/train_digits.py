@@ -38,6 +38,14 @@ root>)``) each replica's command runs as a local process from ``workdir`` with
 ``MASTER_ADDR=127.0.0.1``; the image is ignored and ``python`` is looked up on the simulator's
 ``PATH``, so name the interpreter that has the ``[train]`` extra (``sys.executable``).
 
+Checkpoints: with ``--checkpoint-dir`` (default: ``GANG_CHECKPOINT_DIR``, which the provider gives
+every replica of every try of a task instance, the same place each time) rank 0 saves the model,
+the optimizer and the losses after every epoch (``checkpoint.pt``, written atomically), and a
+start that finds one resumes after its epoch, printing ``resumed from epoch N/E``: a gang given
+up after a disruption and retried goes on where it was, not from the first epoch.
+``--epoch-delay`` sleeps after each epoch, standing in for a bigger model (demos and tests of
+disruptions need a job that is still running when a node goes).
+
 ``--batch-size`` is per process (as in the Kubeflow mnist example): each replica trains on its
 own shard of the training split (``DistributedSampler``) and DDP averages the gradients.
 ``--metrics-file`` makes rank 0 write a JSON summary: ``accuracy``, ``loss`` (one value per
@@ -133,6 +141,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--timeout", type=positive_float, default=120.0, help="seconds to wait for the other replicas"
     )
     parser.add_argument("--metrics-file", type=Path, default=None, help="rank 0 writes a JSON summary here")
+    parser.add_argument(
+        "--checkpoint-dir",
+        type=Path,
+        default=Path(os.environ["GANG_CHECKPOINT_DIR"]) if os.environ.get("GANG_CHECKPOINT_DIR") else None,
+        help="save after every epoch and resume from here (default: $GANG_CHECKPOINT_DIR)",
+    )
+    parser.add_argument(
+        "--epoch-delay", type=float, default=0.0, help="seconds to sleep after each epoch (0)"
+    )
     return parser
 
 
@@ -230,6 +247,24 @@ def write_metrics(path: Path, metrics: Mapping[str, object]) -> None:
     partial.replace(path)
 
 
+CHECKPOINT_FILE = "checkpoint.pt"
+
+
+def save_checkpoint(folder: Path, state: Mapping[str, object]) -> None:
+    """Write atomically: a replica killed mid-write leaves the previous checkpoint whole."""
+    folder.mkdir(parents=True, exist_ok=True)
+    partial = folder / (CHECKPOINT_FILE + ".partial")
+    torch.save(dict(state), partial)
+    partial.replace(folder / CHECKPOINT_FILE)
+
+
+def load_checkpoint(folder: Path | None) -> dict[str, object] | None:
+    if folder is None or not (folder / CHECKPOINT_FILE).exists():
+        return None
+    loaded: dict[str, object] = torch.load(folder / CHECKPOINT_FILE, weights_only=False)
+    return loaded
+
+
 def train(args: argparse.Namespace, placement: Placement) -> None:
     started = time.monotonic()
     leader = placement.rank == 0
@@ -243,13 +278,31 @@ def train(args: argparse.Namespace, placement: Placement) -> None:
     if placement.distributed:
         model = DistributedDataParallel(model)
     optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
+    plain = model.module if isinstance(model, DistributedDataParallel) else model
 
     losses: list[float] = []
-    for epoch in range(args.epochs):
+    first = 0
+    # Every replica reads the same checkpoint, so all resume at the same epoch with the same weights.
+    if (saved := load_checkpoint(args.checkpoint_dir)) is not None:
+        plain.load_state_dict(saved["model"])  # type: ignore[arg-type]
+        optimizer.load_state_dict(saved["optimizer"])  # type: ignore[arg-type]
+        losses = list(saved["losses"])  # type: ignore[call-overload]
+        first = int(saved["epoch"])  # type: ignore[call-overload]
+        if leader:
+            print(
+                f"resumed from epoch {first}/{args.epochs} ({args.checkpoint_dir / CHECKPOINT_FILE})",
+                flush=True,
+            )
+    for epoch in range(first, args.epochs):
         sampler.set_epoch(epoch)  # a different shuffle each epoch, identical on every replica
         losses.append(train_epoch(model, loader, optimizer, placement))
         if leader:
             print(f"epoch {epoch + 1}/{args.epochs} loss={losses[-1]:.4f}", flush=True)
+            if args.checkpoint_dir is not None:
+                state = {"epoch": epoch + 1, "model": plain.state_dict(), "optimizer": optimizer.state_dict()}
+                save_checkpoint(args.checkpoint_dir, {**state, "losses": losses})
+        if args.epoch_delay:
+            time.sleep(args.epoch_delay)
 
     correct, total = evaluate(model, data.test_x, data.test_y)
     accuracy = correct / total

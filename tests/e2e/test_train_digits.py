@@ -78,6 +78,37 @@ def test_the_script_trains_standalone_in_one_process(tmp_path: Path) -> None:
     assert summary["seconds"] > 0
 
 
+def test_a_second_run_resumes_from_the_checkpoint_in_gang_checkpoint_dir(tmp_path: Path) -> None:
+    """What a retried task's new job does (docs/disruptions.md): the provider gives every try the
+    same ``GANG_CHECKPOINT_DIR``; the script saves after every epoch and goes on from there."""
+    env = {
+        k: v for k, v in os.environ.items() if k not in {"WORLD_SIZE", "RANK", "MASTER_ADDR", "MASTER_PORT"}
+    }
+    env["GANG_CHECKPOINT_DIR"] = str(tmp_path / "ckpt")
+
+    def run(epochs: int) -> str:
+        result = subprocess.run(
+            [sys.executable, SCRIPT, "--epochs", str(epochs), "--seed", "3"],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert result.returncode == 0, result.stderr[-3000:]
+        return result.stdout
+
+    first = run(2)
+    assert "resumed" not in first
+    assert [int(n) for n, _, _ in EPOCH.findall(first)] == [1, 2]
+    assert (tmp_path / "ckpt" / "checkpoint.pt").exists()
+    second = run(4)
+    assert f"resumed from epoch 2/4 ({tmp_path / 'ckpt' / 'checkpoint.pt'})" in second
+    assert [int(n) for n, _, _ in EPOCH.findall(second)] == [3, 4]  # epochs 1-2 are not trained again
+    assert float(ACCURACY.findall(second)[0]) > THRESHOLD
+
+
 def test_bad_arguments_exit_with_code_2_and_one_message(tmp_path: Path) -> None:
     result = subprocess.run(
         [sys.executable, SCRIPT, "--epochs", "0"],
