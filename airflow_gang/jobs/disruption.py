@@ -33,11 +33,20 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Any, Literal
 
 from airflow_gang.exceptions import GangSpecError
 from airflow_gang.gang_state import GangSnapshot
+from airflow_gang.jobs.pod_losses import (
+    STRENGTH,
+    WORDS,
+    DisruptionReason,
+    PodLoss,
+    deleted_loss,
+    holds_node,
+    pod_loss,
+    pod_uid,
+)
 from airflow_gang.timeline import parse_time
 
 JsonDict = dict[str, Any]
@@ -55,91 +64,6 @@ def check_max_disruptions(value: Any) -> None:
         "first disruption), or None for no cap",
         field="max_disruptions",
     )
-
-
-class DisruptionReason(StrEnum):
-    PREEMPTED = "preempted"  # Volcano's preempt (a higher-priority job of the same queue)
-    RECLAIMED = "reclaimed"  # Volcano's reclaim (another queue taking back its share)
-    NODE_LOST = "node_lost"  # the node stopped answering, or went away
-    EVICTED = "evicted"  # the Eviction API (a drain), or the kubelet under node pressure
-    DELETED = "deleted"  # deleted with no mark of why (a person, another controller)
-
-
-# When one episode loses pods for several reasons, the row names the most telling one.
-_STRENGTH = [
-    DisruptionReason.NODE_LOST,
-    DisruptionReason.RECLAIMED,
-    DisruptionReason.PREEMPTED,
-    DisruptionReason.EVICTED,
-    DisruptionReason.DELETED,
-]
-# DisruptionTarget reasons (k8s.io/api/core/v1 types.go) and what each means for a gang.
-_TARGET_REASONS = {
-    "PreemptionByScheduler": DisruptionReason.PREEMPTED,
-    "EvictionByEvictionAPI": DisruptionReason.EVICTED,
-    "DeletionByTaintManager": DisruptionReason.NODE_LOST,
-    "DeletionByPodGC": DisruptionReason.NODE_LOST,
-    "TerminationByKubelet": DisruptionReason.EVICTED,
-}
-WORDS = {
-    DisruptionReason.PREEMPTED: "preempted",
-    DisruptionReason.RECLAIMED: "reclaimed",
-    DisruptionReason.NODE_LOST: "node lost",
-    DisruptionReason.EVICTED: "evicted",
-    DisruptionReason.DELETED: "pods deleted",
-}
-
-
-@dataclass(frozen=True)
-class PodLoss:
-    """Why one pod went, as its last known state shows."""
-
-    pod: str
-    node: str | None
-    reason: DisruptionReason
-    detail: str
-    at: str | None  # the cluster's moment of the mark, when it carries one
-
-
-def _time(value: Any) -> str | None:
-    moment = parse_time(value)
-    return moment.isoformat() if moment else None
-
-
-def pod_loss(pod: JsonDict) -> PodLoss | None:
-    """The disruption mark on ``pod``, or None when it carries none."""
-    metadata, status = pod.get("metadata") or {}, pod.get("status") or {}
-    name, node = str(metadata.get("name") or ""), (pod.get("spec") or {}).get("nodeName")
-    conditions = {str(c.get("type")): c for c in status.get("conditions") or []}
-    target, ready = conditions.get("DisruptionTarget"), conditions.get("Ready") or {}
-    if ready.get("reason") == "Evict":
-        # Volcano's evictor: Ready=False "Pod is evicted, because of preempt|reclaim", then a
-        # DisruptionTarget whose words are the same for both (docs/disruptions.md).
-        message = str(ready.get("message") or "")
-        meaning = DisruptionReason.RECLAIMED if "reclaim" in message else DisruptionReason.PREEMPTED
-        return PodLoss(name, node, meaning, message, _time((target or ready).get("lastTransitionTime")))
-    if target is not None and target.get("status") == "True":
-        reason = str(target.get("reason") or "")
-        meaning = _TARGET_REASONS.get(reason, DisruptionReason.EVICTED)
-        message = str(target.get("message") or "")
-        if reason == "TerminationByKubelet":  # the kubelet says which resource ran short here
-            message = str(status.get("message") or message)
-        return PodLoss(name, node, meaning, message or reason, _time(target.get("lastTransitionTime")))
-    if status.get("phase") == "Failed" and status.get("reason") in ("Evicted", "NodeLost"):
-        meaning = DisruptionReason.EVICTED if status["reason"] == "Evicted" else DisruptionReason.NODE_LOST
-        return PodLoss(name, node, meaning, str(status.get("message") or status["reason"]), None)
-    return None
-
-
-def _holds_node(pod: JsonDict) -> bool:
-    phase = (pod.get("status") or {}).get("phase") or "Pending"
-    deleting = (pod.get("metadata") or {}).get("deletionTimestamp")
-    return bool((pod.get("spec") or {}).get("nodeName")) and not deleting and phase in ("Pending", "Running")
-
-
-def _uid(pod: JsonDict) -> str:
-    metadata = pod.get("metadata") or {}
-    return str(metadata.get("uid") or metadata.get("name") or "")
 
 
 @dataclass
@@ -282,7 +206,7 @@ class DisruptionTracker:
         current = self._current
         if current is None:
             return DisruptionStep()
-        alive = sum(1 for pod in seen.pods if _holds_node(pod))
+        alive = sum(1 for pod in seen.pods if holds_node(pod))
         terminating = any((pod.get("metadata") or {}).get("deletionTimestamp") for pod in seen.pods)
         if not current.requeued and alive < status.min_member:
             current.requeued = True
@@ -305,9 +229,9 @@ class DisruptionTracker:
         losses: list[PodLoss] = []
         present = set()
         for pod in pods:
-            uid = _uid(pod)
+            uid = pod_uid(pod)
             present.add(uid)
-            if _holds_node(pod):
+            if holds_node(pod):
                 self._held[uid] = pod
                 continue
             held = self._held.pop(uid, None)
@@ -318,11 +242,11 @@ class DisruptionTracker:
             if mark is not None:
                 losses.append(mark)
             elif deleting and (pod.get("status") or {}).get("phase") != "Failed":
-                losses.append(_deleted(pod))
+                losses.append(deleted_loss(pod))
             # else: Failed on its own (an exit code), replaced by the job's restart policy
         for uid in [uid for uid in self._held if uid not in present]:
             held = self._held.pop(uid)
-            losses.append(pod_loss(held) or _deleted(held))
+            losses.append(pod_loss(held) or deleted_loss(held))
         return losses
 
     def _start(self, losses: list[PodLoss], queue: str | None, now: dt.datetime) -> Disruption:
@@ -346,7 +270,7 @@ class DisruptionTracker:
                 episode.pods.append(loss.pod)
             if loss.node and loss.node not in episode.nodes:
                 episode.nodes.append(loss.node)
-            if _STRENGTH.index(loss.reason) < _STRENGTH.index(episode.reason) or not episode.detail:
+            if STRENGTH.index(loss.reason) < STRENGTH.index(episode.reason) or not episode.detail:
                 episode.reason, episode.detail = loss.reason, loss.detail
 
     @property
@@ -383,14 +307,3 @@ class DisruptionTracker:
                 f"({WORDS[current.reason] if current else 'disrupted'})",
             )
         return None
-
-
-def _deleted(pod: JsonDict) -> PodLoss:
-    metadata = pod.get("metadata") or {}
-    return PodLoss(
-        str(metadata.get("name") or ""),
-        (pod.get("spec") or {}).get("nodeName"),
-        DisruptionReason.DELETED,
-        "deleted without a disruption condition (by a person or another controller)",
-        None,
-    )

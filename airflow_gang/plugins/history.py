@@ -134,6 +134,7 @@ class HistoryRecord:
             "failed_replica": record.get("failed_replica"),
             "exit_code": record.get("exit_code"),
             "recorded_at": record.get("recorded_at"),
+            "disruptions": [d for d in record.get("disruptions") or [] if isinstance(d, dict)],
             "live": False,
         }
 

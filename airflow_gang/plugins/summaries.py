@@ -14,9 +14,10 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from airflow_gang.gang_state import JOB_NAME_LABEL, GangStatus, gang_status
+from airflow_gang.gang_state import JOB_NAME_LABEL, GangSnapshot, GangStatus, gang_status
 from airflow_gang.job_kinds import PYTORCHJOB, TRAINJOB, JobKind
 from airflow_gang.jobs.history import ENDED_STATES, GPU, gang_resources
+from airflow_gang.jobs.pod_losses import WORDS, DisruptionReason, live_disruption
 from airflow_gang.k8s_objects import pod_requests
 from airflow_gang.plugins.object_rows import condition_rows, event_row
 from airflow_gang.plugins.trainjob_rows import NODE, inferred_mode, node_rows
@@ -27,10 +28,13 @@ JsonDict = dict[str, Any]
 GROUP_NAME_ANNOTATION = "scheduling.k8s.io/group-name"
 VOLCANO_SCHEDULER = "volcano"
 # Live states (`gang_state.GangPhase`, plus "stuck": a job without gang scheduling holding part
-# of what it needs), then how recorded jobs ended (`jobs.history`), then "gone" (a recorded job
-# deleted before its task wrote its end).
+# of what it needs, and "disrupted": a running gang losing pods, `jobs.pod_losses`), then how
+# recorded jobs ended (`jobs.history`; "disrupted" there: given up after a disruption), then
+# "gone" (a recorded job deleted before its task wrote its end).
 STUCK = "stuck"
-STATES = ("queued", STUCK, "admitted", "running", "succeeded", "failed", *ENDED_STATES[2:], "gone")
+DISRUPTED = "disrupted"
+_ENDINGS = tuple(state for state in ENDED_STATES[2:] if state != DISRUPTED)
+STATES = ("queued", STUCK, "admitted", "running", DISRUPTED, "succeeded", "failed", *_ENDINGS, "gone")
 PODGROUP_PHASES = ("Pending", "Inqueue", "Running", "Unknown", "Completed")
 QUEUE_COUNTS = ("pending", "inqueue", "running", "unknown", "completed")
 RECENT_EVENTS = dt.timedelta(seconds=10)
@@ -206,6 +210,18 @@ def stuck_reason(status: GangStatus, mode: str, job: JsonDict, pods: Sequence[Js
     return f"stuck: holding {held} (no gang), waiting for the other replicas to be placed{waiting}"
 
 
+def disruption_reason(disruption: JsonDict | None) -> str | None:
+    """``reclaimed: 2 pods lost since 06:00:05Z, back in the queue: Pod is evicted, ...``."""
+    if disruption is None:
+        return None
+    reason = disruption.get("reason")
+    words = WORDS[DisruptionReason(reason)] if reason else "disrupted"
+    since = f" since {disruption['since']}" if disruption.get("since") else ""
+    queued = ", back in the queue" if disruption.get("requeued") else ""
+    lost = f"{disruption['pods_lost']} pods lost{since}{queued}"
+    return f"{words}: {lost}: {disruption['detail']}" if disruption.get("detail") else f"{words}: {lost}"
+
+
 def _number(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else f"{value:g}"
 
@@ -265,6 +281,7 @@ def job_summary(
     finished_at = timeline.finished_at if timeline else None
     still_queued = status.phase.value == "queued"
     stuck = stuck_reason(status, mode, job, pods)
+    disruption = None if stuck else live_disruption(GangSnapshot(status, job, podgroup, list(pods)))
     gpus = gang_resources(job).get(GPU, 0.0)
     run_seconds = _seconds(admitted_at, finished_at or (None if still_queued else now))
     return {
@@ -276,7 +293,8 @@ def job_summary(
         "deleting": bool(metadata.get("deletionTimestamp")),
         "suspended": suspended(job, job_kind),
         "queue": status.queue,
-        "state": STUCK if stuck else status.phase.value,
+        "state": STUCK if stuck else DISRUPTED if disruption else status.phase.value,
+        "disruption": disruption,
         "job_condition": status.job_condition,
         "gang_scheduling": mode,
         "podgroup": _metadata(podgroup).get("name") if podgroup is not None else None,
@@ -287,6 +305,7 @@ def job_summary(
         "replicas_bound": status.bound,
         "replicas_running": status.running,
         "reason": stuck
+        or disruption_reason(disruption)
         or _reason(status, job, enqueue_failure(events, _metadata(podgroup).get("name")), job_kind),
         "warning": status.warning or None,
         "queued_at": queued_at.isoformat() if queued_at else None,

@@ -156,8 +156,8 @@ def test_bad_state_filter_is_a_400_naming_the_states(client: TestClient) -> None
     assert answer.json() == {
         "error": {
             "kind": "bad_request",
-            "message": "unknown state(s) sleeping: choose from queued, stuck, admitted, running, succeeded, "
-            "failed, admission_timeout, lost, killed, timed_out, gone",
+            "message": "unknown state(s) sleeping: choose from queued, stuck, admitted, running, disrupted, "
+            "succeeded, failed, admission_timeout, lost, killed, timed_out, gone",
             "status": 400,
         }
     }

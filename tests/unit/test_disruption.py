@@ -17,14 +17,9 @@ import pytest
 
 from airflow_gang.exceptions import GangSpecError
 from airflow_gang.gang_state import GangSnapshot
-from airflow_gang.jobs.disruption import (
-    Disruption,
-    DisruptionReason,
-    DisruptionTracker,
-    check_max_disruptions,
-    pod_loss,
-)
+from airflow_gang.jobs.disruption import Disruption, DisruptionTracker, check_max_disruptions
 from airflow_gang.jobs.disruption_report import step_lines
+from airflow_gang.jobs.pod_losses import DisruptionReason, live_disruption, pod_loss
 
 JsonDict = dict[str, Any]
 T0 = dt.datetime(2026, 12, 5, 6, 0, tzinfo=dt.UTC)
@@ -265,3 +260,26 @@ def test_max_disruptions_is_checked_before_anything_is_sent(value: object) -> No
     with pytest.raises(GangSpecError, match="max_disruptions=") as raised:
         check_max_disruptions(value)
     assert raised.value.field == "max_disruptions"
+
+
+def test_the_page_sees_a_disruption_from_the_objects_alone() -> None:
+    """No memory of earlier looks: marked pods now, or a running gang below its minMember."""
+    marked = GangSnapshot.of(
+        job(), podgroup("Unknown"), [pod(0), pod(1), pod(2), volcano_evicted(3, "reclaim")], "provider"
+    )
+    seen = live_disruption(marked)
+    assert seen is not None
+    assert seen["reason"] == "reclaimed"
+    assert seen["pods"] == ["train-worker-2"]
+    assert seen["since"] == "2026-12-05T06:00:05+00:00"
+    assert seen["requeued"] is True
+    replaced = [pod(0), pod(1), pod(2), pod(3, uid="new", node=None, phase="Pending")]
+    below = live_disruption(GangSnapshot.of(job(), podgroup("Unknown"), replaced, "provider"))
+    assert below is not None
+    assert below["reason"] is None
+    assert below["detail"] == "the gang holds 3 of its minMember 4 pods"
+    assert live_disruption(GangSnapshot.of(job(), podgroup("Running"), running(), "provider")) is None
+    done = GangSnapshot.of(
+        job(succeeded=True), podgroup("Running"), [volcano_evicted(1, "preempt")], "provider"
+    )
+    assert live_disruption(done) is None
