@@ -290,6 +290,34 @@ with DAG(
 """
 )
 
+
+# A running gang loses the node it packs onto (tests/realstack/test_disruptions.py): four 4-CPU
+# replicas fill one 16-CPU node, and fit again on the other one.
+def disruption_dag(dag_id: str, on_disruption: str, *, deferrable: bool, retries: int) -> str:
+    return (
+        _HEADER
+        + f"""
+from airflow_gang.retry import gang_retry_policy
+
+with DAG("{dag_id}", schedule=None, start_date=dt.datetime(2026, 1, 1), catchup=False) as dag:
+    PyTorchJobOperator(
+        task_id="train", image="ghcr.io/acme/train:1", workers=3, resources={{"cpu": "4"}},
+        deferrable={deferrable}, on_disruption="{on_disruption}", admission_timeout=120, poll_interval=5,
+        checkpoint_dir="/ckpt/{{{{ dag.dag_id }}}}/{{{{ task.task_id }}}}/{{{{ run_id }}}}",
+        retries={retries}, retry_delay=dt.timedelta(seconds=0),
+        retry_policy=gang_retry_policy(admission_retry_delay=1, disruption_retry_delay=1),
+        pod_template=work(12),
+    )
+"""
+    )
+
+
+DISRUPTION_WAIT = disruption_dag("rs_disruption_wait", "wait", deferrable=True, retries=0)
+DISRUPTION_WAIT_IN_WORKER = disruption_dag(
+    "rs_disruption_wait_in_worker", "wait", deferrable=False, retries=0
+)
+DISRUPTION_RETRY = disruption_dag("rs_disruption_retry", "retry", deferrable=True, retries=1)
+
 DAG_FILES = {
     "rs_adopt_after_kill": ADOPT_AFTER_KILL,
     "rs_gang_sweep": GANG_SWEEP,
@@ -308,4 +336,7 @@ DAG_FILES = {
     "rs_trainjob_sync_task_kill": TRAINJOB_SYNC_TASK_KILL,
     "rs_trainjob_long_both": TRAINJOB_LONG_BOTH,
     "rs_trainjob_triggerer_kill": TRAINJOB_TRIGGERER_KILL,
+    "rs_disruption_wait": DISRUPTION_WAIT,
+    "rs_disruption_wait_in_worker": DISRUPTION_WAIT_IN_WORKER,
+    "rs_disruption_retry": DISRUPTION_RETRY,
 }

@@ -1,0 +1,192 @@
+"""A running gang loses a node: ``on_disruption="wait"`` rides it out, ``"retry"`` starts afresh.
+
+The embedded cluster takes the node away as a real one does (docs/disruptions.md): the node's
+kubelet goes silent, the node lifecycle controller marks it ``Unknown`` and taints it
+``unreachable``, the taint eviction controller deletes its pods once their toleration runs out
+(``DisruptionTarget`` reason ``DeletionByTaintManager``), they stay Terminating because nobody
+confirms, and when the cloud deletes the Node object pod GC removes them. The training-operator
+then recreates the replicas under the same names (v1.9 ``pkg/controller.v1/common/pod.go:316-324``)
+and Volcano places the gang again on what is left. Each scenario runs waiting in the worker and
+in the triggerer (``dag.test()`` runs triggers in-process; the real scheduler + triggerer runs
+are in ``tests/realstack/test_disruptions.py``).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client as k8s
+
+from airflow_gang.naming import DAG_ID_LABEL, safe_label_value
+from gang_sim.cluster import SimCluster
+from tests.e2e.conftest import task_states
+from tests.waiting import eventually
+
+pytestmark = pytest.mark.usefixtures("kube_connection")
+MODES = pytest.mark.parametrize("deferrable", [False, True], ids=["sync", "deferrable"])
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[SimCluster]:
+    """Three nodes of 2 GPUs: a 4-GPU gang fills two, and fits again on the two that are left."""
+    with SimCluster(nodes=3, gpus_per_node=2, schedule_period=0.2) as running:
+        yield running
+
+
+DAG = """
+import datetime as dt, json
+from airflow.sdk import DAG, task
+from airflow_gang.operators.pytorch_job import PyTorchJobOperator
+from airflow_gang.retry import gang_retry_policy
+
+with DAG("__DAG_ID__", schedule=None, start_date=dt.datetime(2026, 1, 1), catchup=False) as dag:
+    train = PyTorchJobOperator(
+        task_id="train", image="ghcr.io/acme/train:1", workers=3, resources={"nvidia.com/gpu": 1},
+        deferrable=__DEFERRABLE__, poll_interval=0.5, admission_timeout=60,
+        on_disruption=__POLICY__, checkpoint_dir="/ckpt/{{ dag.dag_id }}/{{ task.task_id }}",
+        retries=1, retry_delay=dt.timedelta(seconds=0),
+        retry_policy=gang_retry_policy(admission_retry_delay=1, disruption_retry_delay=1),
+        pod_template={"metadata": {"annotations": {"sim.airflow-gang.io/duration": "__SECONDS__"}}},
+    )
+
+    @task
+    def record(result, ti=None):
+        with open(__OUT__, "w") as out:
+            json.dump(result, out)
+
+    record(train.output)
+"""
+
+
+class NodeKiller:
+    """Once every replica of the first job of ``dag_id`` runs, kill the node of its master and
+    have the cloud delete that Node a moment later (a spot VM gone)."""
+
+    def __init__(self, cluster: SimCluster, api: k8s.ApiClient, dag_id: str) -> None:
+        self.cluster, self.core, self.dag_id = cluster, k8s.CoreV1Api(api), dag_id
+        self.killed: dict[str, str] = {}
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> NodeKiller:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._thread.join(timeout=5)
+        self.cluster.clear_faults()
+
+    def _pods(self) -> list[Any]:
+        selector = f"{DAG_ID_LABEL}={safe_label_value(self.dag_id)}"
+        return list(self.core.list_namespaced_pod("default", label_selector=selector).items)
+
+    def _run(self) -> None:
+        def all_running() -> bool:
+            pods = self._pods()
+            return len(pods) == 4 and all(p.status.phase == "Running" for p in pods)
+
+        eventually(all_running, timeout=60, message="the gang never ran")
+        master = next(p for p in self._pods() if p.metadata.name.endswith("-master-0"))
+        node = master.spec.node_name
+        self.killed = {"node": node, "master": master.metadata.name}
+        self.cluster.set_faults({"node_failures": [{"at": 0, "node": node, "delete_node_after": 2}]})
+
+
+@pytest.fixture
+def restored_nodes(cluster: SimCluster) -> Iterator[None]:
+    """A Node deleted by a test is registered again by its kubelet once the failure is cleared."""
+    yield
+    cluster.clear_faults()
+    with cluster.api_client() as api:
+        core = k8s.CoreV1Api(api)
+
+        def three_ready() -> bool:
+            nodes = core.list_node().items
+            ready = [
+                n
+                for n in nodes
+                if any(c.type == "Ready" and c.status == "True" for c in n.status.conditions or [])
+            ]
+            return len(ready) == 3
+
+        eventually(three_ready, timeout=30, message="the killed node did not come back")
+
+
+@MODES
+def test_wait_rides_out_a_lost_node_and_the_gang_is_readmitted_on_what_is_left(
+    write_dag: Callable[..., Any],
+    cluster: SimCluster,
+    api: k8s.ApiClient,
+    restored_nodes: None,
+    tmp_path: Path,
+    capfd: pytest.CaptureFixture[str],
+    deferrable: bool,
+) -> None:
+    out = tmp_path / "out.json"
+    dag = write_dag(DAG, deferrable=deferrable, policy="wait", seconds=8, out=str(out))
+    with NodeKiller(cluster, api, dag.dag_id) as killer:
+        dag_run = dag.test()
+    assert task_states(dag_run) == {"train": "success", "record": "success"}
+    (ti,) = [t for t in dag_run.get_task_instances() if t.task_id == "train"]
+    assert ti.try_number == 1  # ridden out within the try
+    result = json.loads(out.read_text())
+    output = capfd.readouterr().out
+    name = result["name"]
+    assert f"gang disrupted job=default/{name} (#1): node lost:" in output
+    assert killer.killed["master"] in output
+    assert f"on {killer.killed['node']}" in output
+    assert "Taint manager: deleting due to NoExecute taint" in output
+    assert f"gang re-admitted job=default/{name}" in output
+    assert "GangJobDisrupted" not in output
+
+
+@MODES
+def test_retry_deletes_the_disrupted_job_and_the_next_try_succeeds_with_the_same_checkpoint_dir(
+    write_dag: Callable[..., Any],
+    cluster: SimCluster,
+    api: k8s.ApiClient,
+    restored_nodes: None,
+    tmp_path: Path,
+    capfd: pytest.CaptureFixture[str],
+    deferrable: bool,
+) -> None:
+    out = tmp_path / "out.json"
+    dag = write_dag(DAG, deferrable=deferrable, policy="retry", seconds=8, out=str(out))
+    seen_env: list[str] = []
+    core = k8s.CoreV1Api(api)
+
+    def checkpoint_dirs() -> None:
+        for pod in core.list_namespaced_pod(
+            "default", label_selector=f"airflow-gang.io/dag-id={dag.dag_id}"
+        ).items:
+            for env in pod.spec.containers[0].env or []:
+                if env.name == "GANG_CHECKPOINT_DIR" and env.value not in seen_env:
+                    seen_env.append(env.value)
+
+    with NodeKiller(cluster, api, dag.dag_id):
+        watcher = threading.Event()
+
+        def watch() -> None:
+            while not watcher.wait(0.5):
+                checkpoint_dirs()
+
+        thread = threading.Thread(target=watch, daemon=True)
+        thread.start()
+        try:
+            dag_run = dag.test()
+        finally:
+            watcher.set()
+            thread.join(timeout=5)
+    assert task_states(dag_run) == {"train": "success", "record": "success"}
+    (ti,) = [t for t in dag_run.get_task_instances() if t.task_id == "train"]
+    assert ti.try_number == 2
+    output = capfd.readouterr().out
+    assert "GangJobDisrupted" in output
+    assert "disrupted (node lost) with on_disruption='retry'" in output
+    assert "a retry starts clean" in output  # seen gone before the try failed
+    # Every replica of both tries was told the one checkpoint location of the task instance.
+    assert seen_env == [f"/ckpt/{dag.dag_id}/train"]
