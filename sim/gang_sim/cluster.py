@@ -10,8 +10,14 @@ kubeconfig that the official clients, Airflow's KubernetesHook and kubectl can u
         kubernetes.config.load_kube_config(cluster.kubeconfig_path)
 
 ``faults=`` (or ``set_faults()`` at run time) injects API server faults for clients other than
-the cluster's own controllers: errors, latency, cut watches, outages, external deletions and
-node failures (``gang_sim.faults``, ``docs/fault-injection.md``).
+the cluster's own controllers: errors, latency, cut watches, outages, external deletions, node
+failures and kubelet evictions (``gang_sim.faults``, ``docs/fault-injection.md``).
+
+Pods are disrupted as on a real cluster: the Eviction API honours PodDisruptionBudgets
+(``gang_sim.drain.drain_node`` drains a node through it), a failed node goes ``Unknown`` after
+``node_monitor_grace_period`` and its pods are deleted once their toleration of the
+``unreachable`` taint runs out (``default_unreachable_toleration_seconds``), and pod GC removes
+the pods of a deleted Node. Both times are a few seconds here (40-50 s and 300 s upstream).
 
 Kubeflow Trainer v2 runs too: a TrainJob (``trainer.kubeflow.org/v1alpha1``) becomes a JobSet,
 batch Jobs and pods (the ``trainer``, ``jobset`` and ``job-controller`` controllers). The cluster
@@ -30,9 +36,11 @@ from typing import Any
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
+from gang_sim.apiserver.core_kinds import SIM_TOLERATION_SECONDS
 from gang_sim.apiserver.server import ApiServerHandle, start_apiserver
 from gang_sim.controller_process import ControllerProcesses
 from gang_sim.controllers.manager import ControllerManager
+from gang_sim.controllers.node_lifecycle import DEFAULT_GRACE_PERIOD
 from gang_sim.faults import FaultSpec, load_fault_spec
 from gang_sim.topology import (
     CONTROLLER_NAMES,
@@ -79,6 +87,15 @@ class SimCluster:
     :param faults: a fault spec applied once the cluster is ready (its times count from then):
         a `FaultSpec`, a mapping, or a path to a YAML/JSON file. Invalid specs raise
         `FaultSpecError` here, before anything starts.
+    :param node_monitor_grace_period: seconds a node may stay silent before the node lifecycle
+        controller marks it ``Unknown`` and taints it ``unreachable`` (kube-controller-manager's
+        ``--node-monitor-grace-period``: 40 s, 50 s from v1.32; 2 s here). The kubelets renew their
+        Lease every quarter of it.
+    :param default_not_ready_toleration_seconds: kube-apiserver's
+        ``--default-not-ready-toleration-seconds`` (300 upstream; 3 here).
+    :param default_unreachable_toleration_seconds: kube-apiserver's
+        ``--default-unreachable-toleration-seconds`` (300 upstream; 3 here): how long a pod without
+        a toleration of its own stays on a node that went ``Unknown``.
     :param isolate_controllers: run the controllers in child processes (`ControllerProcesses`:
         Volcano in one, the others in another), so that they and the API server stop sharing
         one interpreter: for large simulations (``benchmarks/bench_scheduler.py``,
@@ -108,6 +125,9 @@ class SimCluster:
         advertise_url: str | None = None,
         faults: FaultSpec | Mapping[str, Any] | str | Path | None = None,
         isolate_controllers: bool = False,
+        node_monitor_grace_period: float = DEFAULT_GRACE_PERIOD,
+        default_not_ready_toleration_seconds: int = SIM_TOLERATION_SECONDS,
+        default_unreachable_toleration_seconds: int = SIM_TOLERATION_SECONDS,
     ) -> None:
         self.faults = load_fault_spec(faults) if faults is not None else None
         self.topology = Topology(
@@ -122,7 +142,9 @@ class SimCluster:
             schedule_period=schedule_period,
             workdir=workdir,
             node_address=node_address,
+            node_monitor_grace_period=node_monitor_grace_period,
         )
+        self._tolerations = (default_not_ready_toleration_seconds, default_unreachable_toleration_seconds)
         self._port = port
         self._host = host
         self._kubeconfig_path = kubeconfig_path
@@ -161,6 +183,8 @@ class SimCluster:
             tls_hosts=self._tls_sans,
             advertise_url=self._advertise_url,
             controllers_loopback=True,
+            default_not_ready_toleration_seconds=self._tolerations[0],
+            default_unreachable_toleration_seconds=self._tolerations[1],
         )
         try:
             # Before the controllers: a TrainJob created as soon as start() returns finds them.

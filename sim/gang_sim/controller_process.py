@@ -126,7 +126,18 @@ class ControllerProcess:
 # alone in its process it no longer slows the controllers that create and run the pods.
 ISOLATED_GROUPS: tuple[tuple[str, ...], ...] = (
     ("volcano",),
-    ("kube-scheduler", "training-operator", "trainer", "jobset", "job-controller", "kubelet"),
+    (
+        "kube-scheduler",
+        "training-operator",
+        "trainer",
+        "jobset",
+        "job-controller",
+        "node-lifecycle",
+        "taint-eviction",
+        "pod-gc",
+        "disruption",
+        "kubelet",
+    ),
 )
 
 

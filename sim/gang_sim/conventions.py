@@ -16,4 +16,11 @@ training-operator, kubelets). Fault injection leaves these requests alone unless
 
 NODE_FAILURE_ANNOTATION = "sim.airflow-gang.io/node-failure"
 """On a Node: the simulated machine is down. The simulator's kubelet of that node then behaves as
-a failed node (NotReady, its pods Failed with reason ``NodeLost``) until the annotation goes."""
+a dead machine (its containers die, it writes nothing; the node lifecycle controller marks the
+node ``Unknown``) until the annotation goes."""
+
+KUBELET_EVICTION_ANNOTATION = "sim.airflow-gang.io/kubelet-eviction"
+"""On a Pod: its node's kubelet is short of a resource and evicts it (node-pressure eviction). The
+value is JSON: ``{"resource": "memory", "threshold": "100Mi", "available": "80Mi"}`` and
+optionally ``"usage"`` (the main container's use). Set by the API server's fault injection
+(``kubelet_evictions``); the simulator's kubelet of the pod's node carries it out."""

@@ -2,8 +2,9 @@
 
 A `FaultSpec` is plain data (JSON or YAML, every section optional, unknown keys rejected). The
 API server's injector (``gang_sim.apiserver.faults_injector``) applies it: per-request
-errors and latency, watch cuts and ``410 Gone`` on resume, listener outages, external deletions
-and node failures. The same seed and the same sequence of requests give the same faults. See
+errors and latency, watch cuts and ``410 Gone`` on resume, listener outages, external deletions,
+node failures (and the removal of a failed node's Node object) and kubelet evictions under node
+pressure. The same seed and the same sequence of requests give the same faults. See
 ``docs/fault-injection.md``::
 
     seed: 7
@@ -38,6 +39,8 @@ FAULT_KINDS = (
     "outage",
     "deletion",
     "node_failure",
+    "node_deletion",
+    "kubelet_eviction",
 )
 """Counter names, as ``fault_counts()`` and ``GET /sim/v1/metrics`` (``faults``) report them."""
 
@@ -119,11 +122,34 @@ class Deletion(_Strict):
 
 
 class NodeFailure(_Strict):
-    """At ``at`` seconds the node fails; it recovers after ``duration`` seconds if given."""
+    """At ``at`` seconds the node's machine dies (its kubelet goes silent); it comes back after
+    ``duration`` seconds if given, or its Node object is deleted after ``delete_node_after``
+    seconds (the cloud provider removing a VM that went away, a reclaimed spot instance)."""
 
     at: float = Field(ge=0.0)
     node: str = Field(min_length=1)
     duration: float | None = Field(default=None, gt=0.0)
+    delete_node_after: float | None = Field(default=None, gt=0.0)
+
+    @model_validator(mode="after")
+    def _one_ending(self) -> NodeFailure:
+        if self.duration is not None and self.delete_node_after is not None:
+            raise ValueError("give at most one of duration (the node comes back) and delete_node_after")
+        return self
+
+
+class KubeletEviction(_Strict):
+    """At ``at`` seconds the kubelet of the pod's node evicts it for lack of ``resource``
+    (node-pressure eviction): the eviction message quotes ``threshold`` and ``available``, and
+    the main container's ``usage`` if given."""
+
+    at: float = Field(ge=0.0)
+    namespace: str = Field(default="default", min_length=1)
+    pod: str = Field(min_length=1)
+    resource: Literal["memory", "ephemeral-storage", "pids"] = "memory"
+    threshold: str = Field(default="100Mi", min_length=1)
+    available: str = Field(default="80Mi", min_length=1)
+    usage: str | None = Field(default=None, min_length=1)
 
 
 class FaultSpec(_Strict):
@@ -142,6 +168,7 @@ class FaultSpec(_Strict):
     outages: list[Outage] = Field(default_factory=list)
     deletions: list[Deletion] = Field(default_factory=list)
     node_failures: list[NodeFailure] = Field(default_factory=list)
+    kubelet_evictions: list[KubeletEviction] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _outages_apart(self) -> FaultSpec:

@@ -12,10 +12,14 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from gang_sim.controllers.batch_job import JobController
+from gang_sim.controllers.disruption import DisruptionController
 from gang_sim.controllers.jobset_controller import JobSetController
 from gang_sim.controllers.kube_scheduler import KubeScheduler
 from gang_sim.controllers.kubelet import Kubelet
 from gang_sim.controllers.manager import ControllerFactory
+from gang_sim.controllers.node_lifecycle import DEFAULT_GRACE_PERIOD, NodeLifecycleController
+from gang_sim.controllers.pod_gc import PodGC
+from gang_sim.controllers.taint_eviction import TaintEvictionController
 from gang_sim.controllers.trainer import Trainer
 from gang_sim.controllers.training_operator import TrainingOperator
 from gang_sim.controllers.volcano import Volcano
@@ -23,7 +27,9 @@ from gang_sim.controllers.volcano import Volcano
 Runtime = Literal["script", "process"]
 # "trainer", "jobset" and "job-controller" run Kubeflow Trainer v2 TrainJobs: the trainer makes
 # a JobSet, the JobSet controller its batch Jobs, the Job controller (kube-controller-manager's
-# part) their pods.
+# part) their pods. "node-lifecycle", "taint-eviction", "pod-gc" and "disruption" are
+# kube-controller-manager's parts that disrupt pods: a silent node goes Unknown and tainted, its
+# pods are deleted, pods of a deleted Node are force-deleted, PodDisruptionBudgets are kept.
 CONTROLLER_NAMES = (
     "volcano",
     "kube-scheduler",
@@ -31,6 +37,10 @@ CONTROLLER_NAMES = (
     "trainer",
     "jobset",
     "job-controller",
+    "node-lifecycle",
+    "taint-eviction",
+    "pod-gc",
+    "disruption",
     "kubelet",
 )
 
@@ -50,6 +60,13 @@ class Topology:
     schedule_period: float = 1.0
     workdir: str | None = None
     node_address: str = "127.0.0.1"
+    # kube-controller-manager's --node-monitor-grace-period (40 s, 50 s from v1.32): how long a
+    # node may stay silent before it is Unknown; kubelets renew their Lease every quarter of it.
+    node_monitor_grace_period: float = DEFAULT_GRACE_PERIOD
+
+    def lease_renew_interval(self) -> float:
+        """As a real kubelet renews every 10 s of a 40 s grace period."""
+        return self.node_monitor_grace_period / 4
 
     def node_names(self) -> list[str]:
         return [f"sim-node-{index + 1}" for index in range(self.nodes)]
@@ -100,6 +117,17 @@ def controller_factories(
         factories.append(lambda client, cache: JobSetController(client, cache, period=reactive))
     if "job-controller" in chosen:
         factories.append(lambda client, cache: JobController(client, cache, period=reactive))
+    if "node-lifecycle" in chosen:
+        grace = topology.node_monitor_grace_period
+        factories.append(
+            lambda client, cache: NodeLifecycleController(client, cache, node_monitor_grace_period=grace)
+        )
+    if "taint-eviction" in chosen:
+        factories.append(TaintEvictionController)
+    if "pod-gc" in chosen:
+        factories.append(PodGC)
+    if "disruption" in chosen:
+        factories.append(DisruptionController)
     if "kubelet" in chosen:
         for node_name in topology.node_names():
             factories.append(_kubelet_factory(topology, node_name, reactive))
@@ -116,6 +144,7 @@ def _kubelet_factory(topology: Topology, node_name: str, period: float) -> Contr
         period=period,
         workdir=topology.workdir,
         address=topology.node_address,
+        lease_renew_interval=topology.lease_renew_interval(),
     )
 
 

@@ -117,7 +117,11 @@ def test_spec_loads_from_yaml_file_inline_json_and_mappings(tmp_path: Path) -> N
         "watches": {"cut_after_events": 5, "gone_on_resume_rate": 0.5},
         "outages": [{"start": 10, "duration": 5}, {"start": 20, "duration": 1}],
         "deletions": [{"at": 12, "kind": "pytorchjob", "label_selector": "team in (a,b)"}],
-        "node_failures": [{"at": 20, "node": "sim-node-1", "duration": 3}],
+        "node_failures": [
+            {"at": 20, "node": "sim-node-1", "duration": 3},
+            {"at": 5, "node": "n", "delete_node_after": 9},
+        ],
+        "kubelet_evictions": [{"at": 1, "pod": "p", "usage": "1Gi"}],
     }
     path = tmp_path / "faults.yaml"
     path.write_text(yaml.safe_dump(document), encoding="utf-8")
@@ -126,6 +130,13 @@ def test_spec_loads_from_yaml_file_inline_json_and_mappings(tmp_path: Path) -> N
     assert from_file == load_fault_spec(document) == load_fault_spec(from_file)
     assert from_file.errors[0].retry_after == 1, "Retry-After defaults to one second"
     assert from_file.deletions[0].namespace == "default"
+    eviction = from_file.kubelet_evictions[0]
+    assert (eviction.namespace, eviction.resource, eviction.threshold, eviction.available) == (
+        "default",
+        "memory",
+        "100Mi",
+        "80Mi",
+    )
     assert load_fault_spec({}) == FaultSpec(), "every section is optional"
 
 
@@ -142,6 +153,11 @@ def test_spec_loads_from_yaml_file_inline_json_and_mappings(tmp_path: Path) -> N
         ({"deletions": [{"at": 1, "kind": "pytorchjob"}]}, "exactly one of name and label_selector"),
         ({"deletions": [{"at": 1, "kind": "podgroup", "label_selector": "a in b"}]}, "label_selector"),
         ({"node_failures": [{"node": "n"}]}, "node_failures[0].at"),
+        (
+            {"node_failures": [{"at": 1, "node": "n", "duration": 1, "delete_node_after": 2}]},
+            "at most one of",
+        ),
+        ({"kubelet_evictions": [{"at": 1, "pod": "p", "resource": "gpu"}]}, "kubelet_evictions[0].resource"),
         ({"outages": [{"start": 1, "duration": 5}, {"start": 3, "duration": 1}]}, "outages overlap"),
     ],
 )
@@ -501,7 +517,10 @@ def test_controllers_are_not_faulted_by_default(tmp_path: Path) -> None:
         assert cluster.fault_counts()["error_503"] == 1, "only the test's own list was faulted"
 
 
-def test_a_node_failure_makes_the_node_not_ready_and_fails_its_pods() -> None:
+def test_a_node_failure_silences_the_node_and_its_pods_go_once_it_is_back() -> None:
+    """A failed node's kubelet goes silent: the node lifecycle controller marks it Unknown, the
+    taint eviction controller deletes its pod (which stays Terminating: nobody confirms), and
+    the kubelet back confirms the deletion (tests/sim/disruptions has the details)."""
     with SimCluster(nodes=2, gpus_per_node=1, schedule_period=0.2) as cluster, cluster.api_client() as api:
         core = k8s.CoreV1Api(api)
         pod = pod_manifest("long", nodeName="sim-node-1")
@@ -517,16 +536,20 @@ def test_a_node_failure_makes_the_node_not_ready_and_fails_its_pods() -> None:
             conditions = core.read_node(node).status.conditions
             return next(c.status for c in conditions if c.type == "Ready")
 
-        cluster.set_faults({"node_failures": [{"at": 0, "node": "sim-node-1", "duration": 1.5}]})
-        eventually(lambda: ready("sim-node-1") == "False", timeout=10, message="node NotReady")
-        failed = eventually(
-            lambda: (p := core.read_namespaced_pod("long", "default")).status.phase == "Failed" and p,
+        cluster.set_faults({"node_failures": [{"at": 0, "node": "sim-node-1", "duration": 10}]})
+        eventually(lambda: ready("sim-node-1") == "Unknown", timeout=10, message="node Unknown")
+        terminating = eventually(
+            lambda: (p := core.read_namespaced_pod("long", "default")).metadata.deletion_timestamp and p,
             timeout=10,
-            message="pod failed",
+            message="pod Terminating",
         )
-        assert failed.status.reason == "NodeLost"
+        assert terminating.status.phase == "Running", "no kubelet wrote its end"
+        assert [c.reason for c in terminating.status.conditions if c.type == "DisruptionTarget"] == [
+            "DeletionByTaintManager"
+        ]
         assert ready("sim-node-2") == "True"
-        eventually(lambda: ready("sim-node-1") == "True", timeout=10, message="node recovered")
+        eventually(lambda: ready("sim-node-1") == "True", timeout=15, message="node recovered")
+        eventually(lambda: not core.list_namespaced_pod("default").items, timeout=10, message="pod gone")
         assert cluster.fault_counts()["node_failure"] == 1
 
 

@@ -376,7 +376,11 @@ def overcommitted(api_factory: Any) -> Iterator[Api]:
     """DOMAIN §10 "Admitted but not bindable": 3 + 2 GPUs, a 4-GPU job in ``default`` placed
     3 + 1, then a 2 x 1-GPU job in ``team-b``: admitted (5 x 1.2 - 4 = 2) but only 1 GPU is free.
     """
-    with SimCluster(nodes=1, gpus_per_node=3, queues={"team-b": None}, schedule_period=0.1) as cluster:
+    # A node registered by hand has no kubelet to renew its Lease: the real grace period (40 s)
+    # keeps the node lifecycle controller from marking it Unknown (and evicting "big") meanwhile.
+    with SimCluster(
+        nodes=1, gpus_per_node=3, queues={"team-b": None}, schedule_period=0.1, node_monitor_grace_period=40
+    ) as cluster:
         api: Api = api_factory(cluster)
         add_node(api, SMALL_NODE, 2)
         submit(api, "big", gang(4, duration=60))

@@ -68,7 +68,24 @@ def qos_class(spec: JsonDict) -> str:
     return "Guaranteed" if guaranteed else "Burstable"
 
 
-def default_pod(op: Operation, pod: JsonDict, old: JsonDict | None, view: ClusterView) -> None:
+# kube-apiserver's --default-not-ready-toleration-seconds and --default-unreachable-toleration-seconds
+# (the DefaultTolerationSeconds admission plugin); the simulator's API server defaults to
+# `SIM_TOLERATION_SECONDS` instead (`ServerConfig`), so that a failed node's pods go in seconds.
+UPSTREAM_TOLERATION_SECONDS = 300
+SIM_TOLERATION_SECONDS = 3
+NOT_READY_TAINT = "node.kubernetes.io/not-ready"
+UNREACHABLE_TAINT = "node.kubernetes.io/unreachable"
+
+
+def default_pod(
+    op: Operation,
+    pod: JsonDict,
+    old: JsonDict | None,
+    view: ClusterView,
+    *,
+    not_ready_seconds: int = UPSTREAM_TOLERATION_SECONDS,
+    unreachable_seconds: int = UPSTREAM_TOLERATION_SECONDS,
+) -> None:
     if op != "CREATE":
         return
     spec = pod.setdefault("spec", {})
@@ -82,13 +99,19 @@ def default_pod(op: Operation, pod: JsonDict, old: JsonDict | None, view: Cluste
         if isinstance(container, dict):
             _default_container(container)
     tolerations = spec.setdefault("tolerations", [])
-    # The DefaultTolerationSeconds admission plugin, on by default in real clusters.
-    for key in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"):
-        if not any(t.get("key") == key for t in tolerations if isinstance(t, dict)):
+    # The DefaultTolerationSeconds admission plugin, on by default in real clusters: a pod that
+    # has no NoExecute toleration of its own for a key gets one for so many seconds.
+    for key, seconds in ((NOT_READY_TAINT, not_ready_seconds), (UNREACHABLE_TAINT, unreachable_seconds)):
+        if not any(_tolerates_no_execute(t, key) for t in tolerations if isinstance(t, dict)):
             tolerations.append(
-                {"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}
+                {"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": seconds}
             )
     pod["status"] = {"phase": "Pending", "qosClass": qos_class(spec)}
+
+
+def _tolerates_no_execute(toleration: JsonDict, key: str) -> bool:
+    """The plugin's test: the toleration has the key (or none) and NoExecute (or no effect)."""
+    return toleration.get("key") in (key, None, "") and toleration.get("effect") in ("NoExecute", None, "")
 
 
 def global_default_class(view: ClusterView) -> JsonDict | None:

@@ -31,9 +31,10 @@ _SUBRESOURCE_VERBS = {
     "binding": ("Binding", ["create"]),
     "log": ("Self", ["get"]),
     "scale": ("Scale", ["get", "patch", "update"]),
+    "eviction": ("Eviction", ["create"]),
 }
-# Subresources served as another group's kind name it, as a CRD's ``scale`` does.
-_SUBRESOURCE_GROUP_VERSION = {"scale": ("autoscaling", "v1")}
+# Subresources served as another group's kind name it, as a CRD's ``scale`` and ``pods/eviction`` do.
+_SUBRESOURCE_GROUP_VERSION = {"scale": ("autoscaling", "v1"), "eviction": ("policy", "v1")}
 
 
 def _storage_hash(info: ResourceInfo) -> str:

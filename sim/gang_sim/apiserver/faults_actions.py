@@ -1,10 +1,13 @@
-"""The timed faults that change stored objects: external deletions and node failures.
+"""The timed faults that change stored objects: external deletions, node failures, evictions.
 
-Both go through the same verbs as any request (``Api.delete``, ``Api.patch``), so watchers,
+All go through the same verbs as any request (``Api.delete``, ``Api.patch``), so watchers,
 garbage collection and admission see them exactly as if a person had run ``kubectl delete`` or
 ``kubectl annotate``. A node failure is only the `NODE_FAILURE_ANNOTATION` on the Node: the
-simulator's kubelet of that node carries it out (NotReady, taints, its pods Failed with reason
-``NodeLost``), as a machine that died would leave its node; removing it is the recovery.
+simulator's kubelet of that node carries it out (the machine dies: its kubelet goes silent and
+the node lifecycle controller takes it from there), as a machine that died would leave its
+node; removing it is the recovery. Deleting the Node of a failed machine is what the cloud
+provider's node controller does once the VM is gone. A kubelet eviction is the
+`KUBELET_EVICTION_ANNOTATION` on the pod, which its node's kubelet carries out.
 """
 
 from __future__ import annotations
@@ -19,8 +22,8 @@ from gang_sim.apiserver.options import DeleteOptions, ListOptions
 from gang_sim.apiserver.patching import MERGE_PATCH
 from gang_sim.apiserver.registry import Registry
 from gang_sim.apiserver.selectors import parse_label_selector
-from gang_sim.conventions import NODE_FAILURE_ANNOTATION
-from gang_sim.faults import Deletion
+from gang_sim.conventions import KUBELET_EVICTION_ANNOTATION, NODE_FAILURE_ANNOTATION
+from gang_sim.faults import Deletion, KubeletEviction
 
 
 class StoredObjects(Protocol):
@@ -41,6 +44,7 @@ DELETABLE = {
     "podgroup": ("scheduling.volcano.sh", "v1beta1", "podgroups"),
 }
 NODES_KEY = "/nodes"
+PODS_KEY = "/pods"
 
 
 def delete_objects(state: StoredObjects, deletion: Deletion) -> int:
@@ -82,4 +86,43 @@ def mark_node_failed(state: StoredObjects, node: str, failed: bool) -> bool:
         log.warning("fault injection: node %s does not exist; no node failure", node)
         return False
     log.info("fault injection: node %s %s", node, "failed" if failed else "recovered")
+    return True
+
+
+def delete_node(state: StoredObjects, node: str) -> bool:
+    """Delete the Node object, as the cloud provider does for a VM that no longer exists."""
+    info = state.registry.by_key(NODES_KEY)
+    if info is None:  # pragma: no cover - nodes are always registered
+        return False
+    try:
+        state.api.delete(info, "", node, DeleteOptions())
+    except NotFound:
+        log.warning("fault injection: node %s does not exist; nothing deleted", node)
+        return False
+    log.info("fault injection: node %s deleted", node)
+    return True
+
+
+def mark_pod_evicted(state: StoredObjects, eviction: KubeletEviction) -> bool:
+    """Ask the pod's kubelet to evict it (`KUBELET_EVICTION_ANNOTATION`); False if there is no pod."""
+    info = state.registry.by_key(PODS_KEY)
+    if info is None:  # pragma: no cover - pods are always registered
+        return False
+    pressure = {
+        "resource": eviction.resource,
+        "threshold": eviction.threshold,
+        "available": eviction.available,
+    }
+    if eviction.usage is not None:
+        pressure["usage"] = eviction.usage
+    value = json.dumps(pressure, sort_keys=True)
+    patch = json.dumps({"metadata": {"annotations": {KUBELET_EVICTION_ANNOTATION: value}}}).encode()
+    try:
+        state.api.patch(info, eviction.namespace, eviction.pod, MERGE_PATCH, patch)
+    except NotFound:
+        log.warning(
+            "fault injection: pod %s/%s does not exist; no eviction", eviction.namespace, eviction.pod
+        )
+        return False
+    log.info("fault injection: kubelet eviction of pod %s/%s (%s)", eviction.namespace, eviction.pod, value)
     return True

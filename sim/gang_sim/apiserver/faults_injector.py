@@ -6,9 +6,10 @@ from the spec's seed, so the same seed and the same sequence of faulted requests
 faults, and adding a latency rule does not change which requests get errors. Requests a spec
 does not target (see `FaultInjector.targets`) draw nothing.
 
-Timed faults (outages, deletions, node failures) run on a `FaultClock` thread, their times
-counted from `apply`. Replacing or clearing the spec ends what the old one started: a closed
-listener reopens and nodes it failed recover (deleted objects stay deleted).
+Timed faults (outages, deletions, node failures and deletions, kubelet evictions) run on a
+`FaultClock` thread, their times counted from `apply`. Replacing or clearing the spec ends what
+the old one started: a closed listener reopens and nodes it failed recover (deleted objects,
+deleted Nodes included, stay deleted; evicted pods stay evicted).
 """
 
 from __future__ import annotations
@@ -21,12 +22,18 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from gang_sim.apiserver.faults_actions import StoredObjects, delete_objects, mark_node_failed
+from gang_sim.apiserver.faults_actions import (
+    StoredObjects,
+    delete_node,
+    delete_objects,
+    mark_node_failed,
+    mark_pod_evicted,
+)
 from gang_sim.apiserver.faults_clock import FaultClock, Step
 from gang_sim.apiserver.kubelet_proxy import LogStreams
 from gang_sim.apiserver.store import Store
 from gang_sim.conventions import CONTROLLERS_USER_AGENT
-from gang_sim.faults import FAULT_KINDS, Deletion, ErrorRule, FaultSpec
+from gang_sim.faults import FAULT_KINDS, Deletion, ErrorRule, FaultSpec, KubeletEviction
 
 
 class FaultTarget(StoredObjects, Protocol):
@@ -228,6 +235,11 @@ class FaultInjector:
             if failure.duration is not None:
                 at = failure.at + failure.duration
                 steps.append((at, functools.partial(self._recover_node, failure.node)))
+            if failure.delete_node_after is not None:
+                at = failure.at + failure.delete_node_after
+                steps.append((at, functools.partial(self._delete_node, failure.node)))
+        for eviction in spec.kubelet_evictions:
+            steps.append((eviction.at, functools.partial(self._evict, eviction)))
         return steps
 
     def _go_down(self) -> None:
@@ -260,6 +272,15 @@ class FaultInjector:
         if node in self._failed_nodes:
             mark_node_failed(self._state, node, failed=False)
             self._failed_nodes.discard(node)
+
+    def _delete_node(self, node: str) -> None:
+        if delete_node(self._state, node):
+            self.count("node_deletion")
+        self._failed_nodes.discard(node)  # gone: there is nothing to recover
+
+    def _evict(self, eviction: KubeletEviction) -> None:
+        if mark_pod_evicted(self._state, eviction):
+            self.count("kubelet_eviction")
 
     def _restore(self) -> None:
         self._come_back()

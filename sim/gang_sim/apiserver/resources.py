@@ -7,9 +7,13 @@ subresources and short names match the real API so discovery looks like a real c
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+
 from gang_sim.apiserver import (
     batch_kinds,
     core_kinds,
+    policy_kinds,
     printing,
     schemas,
     trainer_schemas,
@@ -79,7 +83,7 @@ PODS = ResourceInfo(
     kind="Pod",
     plural="pods",
     namespaced=True,
-    subresources=frozenset({"status", "binding", "log"}),
+    subresources=frozenset({"status", "binding", "log", "eviction"}),
     short_names=("po",),
     categories=("all",),
     field_selectors=_POD_FIELDS,
@@ -170,6 +174,24 @@ PRIORITY_CLASSES = ResourceInfo(
     mutators=(core_kinds.default_priority_class,),
     validators=(core_kinds.validate_priority_class,),
     admission=(core_kinds.admit_priority_class,),
+)
+# What the Eviction API (``pods/eviction``) honours; the disruption controller keeps the status.
+PODDISRUPTIONBUDGETS = ResourceInfo(
+    group="policy",
+    version="v1",
+    kind="PodDisruptionBudget",
+    plural="poddisruptionbudgets",
+    namespaced=True,
+    subresources=frozenset({"status"}),
+    short_names=("pdb",),
+    printer_columns=(
+        PrinterColumn("Min Available", cell=policy_kinds.min_available),
+        PrinterColumn("Max Unavailable", cell=policy_kinds.max_unavailable),
+        PrinterColumn("Allowed Disruptions", "integer", cell=policy_kinds.allowed_disruptions),
+        printing.AGE,
+    ),
+    mutators=(policy_kinds.default_pdb,),
+    validators=(policy_kinds.validate_pdb,),
 )
 PYTORCHJOBS = ResourceInfo(
     group="kubeflow.org",
@@ -316,6 +338,7 @@ BUILTIN_RESOURCES: tuple[ResourceInfo, ...] = (
     EVENTS,
     LEASES,
     PRIORITY_CLASSES,
+    PODDISRUPTIONBUDGETS,
     PYTORCHJOBS,
     PODGROUPS,
     QUEUES,
@@ -330,3 +353,17 @@ BUILTIN_RESOURCES: tuple[ResourceInfo, ...] = (
 
 def builtin_registry() -> Registry:
     return Registry(BUILTIN_RESOURCES)
+
+
+def with_default_tolerations(
+    registry: Registry, not_ready_seconds: int, unreachable_seconds: int
+) -> Registry:
+    """``registry`` whose pods get these DefaultTolerationSeconds (kube-apiserver's flags)."""
+    pods = registry.by_key(PODS.key)
+    if pods is None:
+        return registry
+    defaulting = functools.partial(
+        core_kinds.default_pod, not_ready_seconds=not_ready_seconds, unreachable_seconds=unreachable_seconds
+    )
+    mutators = tuple(defaulting if m is core_kinds.default_pod else m for m in pods.mutators)
+    return registry.replaced([dataclasses.replace(pods, mutators=mutators)])

@@ -4,8 +4,9 @@
 :class:`Target` (resource, namespace, name, subresource) that 404s on unknown kinds
 (`parse_target`); the handlers (`RESOURCE_HANDLERS`, served by ``resource_dispatch.py``) then
 call the verbs in ``operations.py``. Nothing here knows a
-particular kind except the two pod subresources that are not plain objects (``binding`` and
-``log``, in ``subresources.py``); custom resources may also have a ``scale`` (``scale.py``).
+particular kind except the pod subresources that are not plain objects (``binding`` and
+``log``, in ``subresources.py``; ``eviction``, in ``eviction.py``); custom resources may also
+have a ``scale`` (``scale.py``).
 
 A subresource a kind does not have is a 404: for a custom resource a ``NotFound`` naming the
 object (``details.name``, ``group``, ``kind``), as apiextensions-apiserver answers whether or
@@ -25,6 +26,7 @@ from fastapi.responses import Response
 from gang_sim import json_wire
 from gang_sim.apiserver import discovery, printing
 from gang_sim.apiserver.errors import MethodNotAllowed, NotFound, ResourceNotFound, StatusError
+from gang_sim.apiserver.eviction import evict_pod
 from gang_sim.apiserver.params import delete_options, dry_run, flag, list_options, read_json
 from gang_sim.apiserver.registry import Registry, ResourceInfo
 from gang_sim.apiserver.scale import ScaleEndpoint
@@ -205,6 +207,11 @@ async def post(request: Request, target: Target, state: ServerState) -> Response
     body = await read_json(request)
     if target.info is None or target.subresource == "binding":
         return json_response(bind_pod(state, target.namespace or "", target.name, body), 201)
+    if target.subresource == "eviction":
+        evicted = evict_pod(state, target.namespace or "", target.name, body, dry_run=dry_run(request))
+        return json_response(evicted, 201)
+    if target.subresource:
+        raise MethodNotAllowed()
     if target.name or target.namespace is None:
         raise MethodNotAllowed()
     created = state.api.create(target.info, target.namespace, body, dry_run=dry_run(request), owned=True)
@@ -275,7 +282,12 @@ RESOURCE_HANDLERS: dict[str, ResourceHandler] = {
 
 
 def status_response(error: StatusError) -> Response:
-    return json_response(error.to_status(), error.code)
+    response = json_response(error.to_status(), error.code)
+    # As kube-apiserver's writer: a Status that suggests a delay says so in the header too.
+    retry_after = (error.details or {}).get("retryAfterSeconds")
+    if retry_after:
+        response.headers["Retry-After"] = str(retry_after)
+    return response
 
 
 def internal_error_response(request: Request, error: Exception) -> Response:

@@ -29,6 +29,7 @@ from urllib.parse import urlsplit
 import yaml
 
 from gang_sim.apiserver.app import build_app
+from gang_sim.apiserver.core_kinds import SIM_TOLERATION_SECONDS
 from gang_sim.apiserver.crd_loader import load_crds
 from gang_sim.apiserver.listener import Listener, Listeners
 from gang_sim.apiserver.resources import builtin_registry
@@ -161,6 +162,8 @@ def start_apiserver(
     faults: FaultSpec | Mapping[str, Any] | str | Path | None = None,
     sim_endpoints: bool = True,
     controllers_loopback: bool = False,
+    default_not_ready_toleration_seconds: int = SIM_TOLERATION_SECONDS,
+    default_unreachable_toleration_seconds: int = SIM_TOLERATION_SECONDS,
 ) -> ApiServerHandle:
     """Start an API server on a background thread and write its kubeconfig.
 
@@ -194,6 +197,10 @@ def start_apiserver(
         paths answer 404 ``404 page not found`` (plain text), so a client that still needs them
         shows up (the attach-mode test runs the controllers against such a server). Faults
         given here or through the handle still apply.
+    :param default_not_ready_toleration_seconds: kube-apiserver's
+        ``--default-not-ready-toleration-seconds`` (300 upstream; 3 here, see `ServerConfig`).
+    :param default_unreachable_toleration_seconds: ``--default-unreachable-toleration-seconds``
+        (300 upstream; 3 here).
     """
     fault_spec = load_fault_spec(faults) if faults is not None else None
     advertised_host = _advertised_host(advertise_url, tls) if advertise_url else None
@@ -211,6 +218,8 @@ def start_apiserver(
         watch_queue_size=watch_queue_size,
         extra_registry=registry,
         sim_endpoints=sim_endpoints,
+        default_not_ready_toleration_seconds=default_not_ready_toleration_seconds,
+        default_unreachable_toleration_seconds=default_unreachable_toleration_seconds,
     )
     listener = Listener(host, port)
     bound_port = listener.port

@@ -49,6 +49,7 @@ PODGROUPS = Kind("scheduling.volcano.sh", "v1beta1", "podgroups", True, "PodGrou
 QUEUES = Kind("scheduling.volcano.sh", "v1beta1", "queues", False, "Queue")
 LEASES = Kind("coordination.k8s.io", "v1", "leases", True, "Lease")
 JOBS = Kind("batch", "v1", "jobs", True, "Job")
+PODDISRUPTIONBUDGETS = Kind("policy", "v1", "poddisruptionbudgets", True, "PodDisruptionBudget")
 JOBSETS = Kind("jobset.x-k8s.io", "v1alpha2", "jobsets", True, "JobSet")
 TRAINJOBS = Kind("trainer.kubeflow.org", "v1alpha1", "trainjobs", True, "TrainJob")
 TRAINING_RUNTIMES = Kind("trainer.kubeflow.org", "v1alpha1", "trainingruntimes", True, "TrainingRuntime")

@@ -23,11 +23,20 @@ Decisions worth knowing:
   knows its history: every container start posts a ``Started`` Event (its name derived from
   pod UID and restart count, so reposting is idempotent); a run's attempt number is how many
   other ``Started`` events the same pod name has had since its job was created.
-- **A node made NotReady** (`set_ready`) stops posting heartbeats, gets the ``not-ready``
-  taints, kills its containers and marks every unfinished pod ``Failed`` with reason
-  ``NodeLost`` (what the node lifecycle controller used to write; today's taint-based eviction
-  is slower but ends the same way for a training job). Deletions of its pods are still
-  confirmed, so cleanup never hangs on a simulated failure.
+- **A failed node is a dead machine** (`set_ready` False, or the fault spec's
+  ``node_failures``): its containers die at once and its kubelet writes nothing more — no
+  status, no heartbeat, no confirmation of a deletion. The rest of the cluster finds out as a
+  real one does (``node_lifecycle.py``, ``taint_eviction.py``, ``pod_gc.py``): the node goes
+  ``Unknown`` and is tainted ``unreachable``, its pods are deleted once their toleration runs
+  out and stay ``Terminating``, and go when the machine comes back or its Node is deleted.
+  Back (`set_ready` True), the kubelet confirms the deletions that waited, ends ``Failed`` the
+  ``restartPolicy: Never`` pods whose containers died with the machine (they are reported as
+  containers it can no longer find, ``ContainerStatusUnknown``) and restarts the others
+  (``restartCount`` + 1), as a kubelet does after a reboot.
+- **Node-pressure eviction** (`KUBELET_EVICTION_ANNOTATION`, set by the fault spec's
+  ``kubelet_evictions``): the pod's containers are killed and the pod ends ``Failed``, reason
+  ``Evicted``, with the ``DisruptionTarget`` condition (``kubelet_eviction.py``). The kubelet
+  does not delete it.
 - **Deleted pods**: the process gets SIGTERM, SIGKILL after the deletion's grace period, then
   the kubelet confirms with a delete of ``gracePeriodSeconds: 0``, as the real one does.
   Stopping the kubelet stops every process it started (``stop_grace`` seconds of SIGTERM).
@@ -49,15 +58,17 @@ import aiohttp
 
 from gang_sim.controllers import rendezvous
 from gang_sim.controllers.client import ApiError, JsonDict, KubeClient
-from gang_sim.controllers.clock import utc_now
+from gang_sim.controllers.clock import rfc3339, utc_now
 from gang_sim.controllers.informer import Cache, deep_get
-from gang_sim.controllers.kinds import PODS, PYTORCHJOBS, Kind, object_key
+from gang_sim.controllers.kinds import EVENTS, PODS, PYTORCHJOBS, Kind, object_key
+from gang_sim.controllers.kubelet_eviction import Pressure, evicted_event, evicted_status, eviction_message
 from gang_sim.controllers.kubelet_logs import NodeLogs
-from gang_sim.controllers.kubelet_node import NodeAgent
+from gang_sim.controllers.kubelet_node import LEASE_RENEW_SECONDS, NodeAgent
 from gang_sim.controllers.kubelet_pod import PodRun
 from gang_sim.controllers.kubelet_server import KubeletServer
-from gang_sim.controllers.kubelet_status import HOST_IP, node_lost_status
+from gang_sim.controllers.kubelet_status import HOST_IP, lost_containers_status, running_status
 from gang_sim.controllers.retrying import retry_transient
+from gang_sim.conventions import KUBELET_EVICTION_ANNOTATION
 
 log = logging.getLogger(__name__)
 
@@ -65,9 +76,14 @@ LIVE_INDEX = "kubelet/live"
 JOB_INDEX = "kubelet/job"
 
 FINISHED = ("Succeeded", "Failed")
+LOST = "lost"  # a run whose containers died with the machine
 SWEEP_SECONDS = 2.0
 _TRANSIENT = (ApiError, aiohttp.ClientError, OSError, TimeoutError)
 Ending = Callable[[PodRun], Coroutine[Any, Any, None]]
+
+
+class MachineDown(Exception):
+    """The machine died while the kubelet was doing something: it does no more."""
 
 
 class Kubelet(NodeAgent):
@@ -77,13 +93,14 @@ class Kubelet(NodeAgent):
         ``nvidia.com/gpu``; missing ones default to 8, 32Gi, 110 and 0).
     :param runtime: ``script`` (annotations decide) or ``process`` (run the container's command).
     :param register_node: create/adopt the Node, post heartbeats and renew its Lease; False
-        when someone else owns the Node object (pods still run, and `set_ready` still fails
+        when someone else owns the Node object (pods still run, and `set_ready` still kills
         them; the logs are served on ``kubelet_port``, which that owner must then advertise).
     :param workdir: the process runtime's working directory (default: a private temp dir).
     :param restart_backoff: first CrashLoopBackOff delay in seconds (doubles, up to 30 times it).
     :param stop_grace: SIGTERM → SIGKILL delay when the kubelet stops or a node fails.
     :param address: where the node's kubelet API listens, advertised as the Node's InternalIP;
         kube-apiserver must reach it for ``pods/log`` (loopback: an API server on this machine).
+    :param lease_renew_interval: seconds between renewals of the node's Lease (10 upstream).
     """
 
     name = "kubelet"
@@ -104,6 +121,7 @@ class Kubelet(NodeAgent):
         restart_backoff: float = 0.5,
         stop_grace: float = 2.0,
         address: str = HOST_IP,
+        lease_renew_interval: float = LEASE_RENEW_SECONDS,
     ) -> None:
         super().__init__(
             client,
@@ -114,6 +132,7 @@ class Kubelet(NodeAgent):
             period=period,
             clock=clock,
             address=address,
+            lease_renew_interval=lease_renew_interval,
         )
         if runtime not in ("script", "process"):
             raise ValueError(f"runtime={runtime!r} is invalid: must be 'script' or 'process'")
@@ -152,6 +171,10 @@ class Kubelet(NodeAgent):
 
     async def reconcile(self) -> None:
         await self.sync_node()
+        if not self.ready:
+            if self.went_down():
+                self._machine_down()
+            return
         # Only pods with something left to do: a finished pod waits for its deletion, and a node
         # that ran thousands of them must not walk them all on every wake-up.
         live = self.cache[PODS].indexed(LIVE_INDEX, self.node_name)
@@ -161,15 +184,20 @@ class Kubelet(NodeAgent):
             uid, phase = str(deep_get(pod, "metadata", "uid")), deep_get(pod, "status", "phase")
             seen.add(uid)
             run = self.runs.get(uid)
+            pressure = _pressure(pod)
             if deep_get(pod, "metadata", "deletionTimestamp"):
                 grace = float(deep_get(pod, "metadata", "deletionGracePeriodSeconds", default=0) or 0)
                 self._end(pod, "deleted", functools.partial(self._confirm_deletion, grace=grace))
-            elif not self.ready and phase not in FINISHED:
-                self._end(pod, "lost", self._fail_node_lost)
-            elif run is None and phase not in FINISHED and self.ready:
+            elif phase in FINISHED:
+                continue
+            elif run is not None and run.ended == LOST:
+                self._end(pod, "rebooted", self._after_reboot)
+            elif pressure is not None:
+                self._end(pod, "evicted", functools.partial(self._evict, pressure=pressure))
+            elif run is None:
                 run = self.runs[uid] = PodRun(self, *object_key(pod), uid, self.stop_grace)
                 run.start()
-            elif run is not None:
+            else:
                 run.changed.set()  # the cache changed: a waiting rendezvous looks again
         # Runs of finished pods are checked for deletion (to drop their logs) now and then only.
         sweep = time.monotonic() >= self._next_sweep
@@ -207,12 +235,16 @@ class Kubelet(NodeAgent):
         try:
             await action(run)
             run.ended = kind
+        except MachineDown:
+            return  # the machine died meanwhile: what was left undone waits for its return
         except _TRANSIENT as error:  # the next reconcile tries again
             log.debug("kubelet %s: %s %s/%s: %s", self.node_name, kind, run.namespace, run.name, error)
             self.requeue()
 
     async def _confirm_deletion(self, run: PodRun, grace: float) -> None:
         await run.stop(grace)
+        if not self.ready:
+            raise MachineDown()
         options = {
             "apiVersion": "v1",
             "kind": "DeleteOptions",
@@ -226,12 +258,60 @@ class Kubelet(NodeAgent):
                 raise
         log.info("pod deleted pod=%s/%s node=%s", run.namespace, run.name, self.node_name)
 
-    async def _fail_node_lost(self, run: PodRun) -> None:
-        await run.stop(self.stop_grace)
+    def _machine_down(self) -> None:
+        """The machine died: every container dies with it, at once, and nothing is written."""
+        for run in self.runs.values():
+            busy = [task for task in (run.task, run.ending) if task is not None and not task.done()]
+            if busy:
+                for task in busy:
+                    task.cancel()
+                run.ending = asyncio.create_task(self._lose(run, busy))
+        log.info("kubelet %s: machine down, %d pod(s) lost", self.node_name, len(self.runs))
+
+    async def _lose(self, run: PodRun, tasks: list[asyncio.Task[None]]) -> None:
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await run.stop(0)
+        run.ended = LOST
+
+    async def _after_reboot(self, run: PodRun) -> None:
+        """Back from a dead machine: a pod its restart policy lets go is Failed, any other restarts."""
         pod = self.pod_of(run)
-        if pod is not None and deep_get(pod, "status", "phase") not in FINISHED:
-            await self.write_status(run, node_lost_status(pod, self.node_name, self.clock()))
-            log.info("pod failed pod=%s/%s reason=NodeLost node=%s", run.namespace, run.name, self.node_name)
+        if pod is None or deep_get(pod, "status", "phase") in FINISHED:
+            return
+        now = self.clock()
+        lost = lost_containers_status(pod, now)
+        if deep_get(pod, "spec", "restartPolicy", default="Always") == "Never":
+            await self.write_status(run, lost)
+            log.info(
+                "pod failed pod=%s/%s: its containers died with node %s",
+                run.namespace,
+                run.name,
+                self.node_name,
+            )
+            return
+        last = lost["containerStatuses"][0]["state"] if lost["containerStatuses"] else None
+        await self.write_status(run, running_status(pod, now, restarts=run.restarts + 1, last_state=last))
+        del self.runs[run.uid]  # the next round starts it again, as a kubelet after a reboot
+        self.requeue()
+
+    async def _evict(self, run: PodRun, pressure: Pressure) -> None:
+        """Node-pressure eviction: kill the containers (no grace: a hard threshold), end the pod."""
+        await run.stop(0)
+        pod = self.pod_of(run)
+        if pod is None or deep_get(pod, "status", "phase") in FINISHED:
+            return
+        message = eviction_message(pod, pressure)
+        now = self.clock()
+        try:
+            await self.client.create(
+                EVENTS, evicted_event(pod, self.node_name, message, rfc3339(now)), run.namespace
+            )
+        except ApiError as error:  # best effort, as any event
+            log.debug(
+                "kubelet %s: no Evicted event for %s/%s: %s", self.node_name, run.namespace, run.name, error
+            )
+        await self.write_status(run, evicted_status(pod, now, restarts=run.restarts, message=message))
+        log.info("pod evicted pod=%s/%s node=%s: %s", run.namespace, run.name, self.node_name, message)
 
     async def _shutdown(self) -> None:
         tasks = []
@@ -275,8 +355,11 @@ class Kubelet(NodeAgent):
         return self._tempdir
 
     async def write_status(self, run: PodRun, status: JsonDict) -> None:
-        """Merge-patch ``pods/status``; the UID makes a real apiserver refuse a same-named successor."""
-        if self.pod_of(run) is None:
+        """Merge-patch ``pods/status``; the UID makes a real apiserver refuse a same-named successor.
+
+        A dead machine's kubelet writes nothing.
+        """
+        if self.pod_of(run) is None or not self.ready:
             return
         body = {"metadata": {"uid": run.uid}, "status": status}
         try:
@@ -291,6 +374,11 @@ class Kubelet(NodeAgent):
             raise
         if result is not None:
             self.cache[PODS].observe(result)  # so this kubelet's next look (rendezvous) sees it at once
+
+
+def _pressure(pod: JsonDict) -> Pressure | None:
+    annotation = deep_get(pod, "metadata", "annotations", KUBELET_EVICTION_ANNOTATION)
+    return Pressure.parse(annotation) if isinstance(annotation, str) else None
 
 
 def _live_on_node(pod: JsonDict) -> list[str]:

@@ -3,14 +3,22 @@
 A real kubelet creates its Node (or adopts an existing one) with its address and kubelet port,
 then heartbeats through its Lease in ``kube-node-lease`` (renewed every 10 s: a quarter of the
 40 s lease) and posts the Node's status when it changes, or every 5 minutes
-(``nodeStatusReportFrequency``) to refresh the conditions' ``lastHeartbeatTime``. A real
-cluster's node lifecycle controller marks a node whose Lease goes stale NotReady; here the
-node lifecycle controller's part (the ``node.kubernetes.io/not-ready`` taints) is done by the
-kubelet itself when the node stops being Ready. `NodeAgent.set_ready` simulates that failure
-(and recovery): a failed node renews nothing until it recovers. The pod side of it lives in
-`kubelet.Kubelet`. The same failure follows the simulator-only `NODE_FAILURE_ANNOTATION`
-on the Node (how the API server's fault injection fails a node): the node fails when it appears
-and recovers when it goes. Only changes of the annotation count, so `set_ready` keeps working.
+(``nodeStatusReportFrequency``) to refresh the conditions' ``lastHeartbeatTime``. Here the
+Lease is renewed every ``lease_renew_interval`` seconds (a quarter of the simulated node
+lifecycle controller's grace period in `SimCluster`), so that a node that stops renewing is
+noticed as fast as a test wants.
+
+`NodeAgent.set_ready` (False) simulates the machine dying, and True its return: a dead node's
+kubelet writes nothing at all — no Lease, no status, no taints — exactly as a powered-off
+machine, and the cluster finds out the way a real one does, from the silence: the node
+lifecycle controller (``node_lifecycle.py``) marks it ``Unknown`` and taints it
+``node.kubernetes.io/unreachable``. Back, the kubelet posts ``Ready`` again (its conditions'
+transition times from the Node as it finds it) and renews its Lease at once. The pod side of it
+lives in `kubelet.Kubelet`. The same failure follows the simulator-only
+`NODE_FAILURE_ANNOTATION` on the Node (how the API server's fault injection fails a node): the
+node fails when it appears and recovers when it goes; only changes of the annotation count, so
+`set_ready` keeps working. A Node deleted while its machine is dead (the cloud provider removed
+a VM that went away) never comes back: its kubelet stays dead.
 """
 
 from __future__ import annotations
@@ -37,9 +45,8 @@ from gang_sim.conventions import NODE_FAILURE_ANNOTATION
 
 log = logging.getLogger(__name__)
 
-LEASE_RENEW_SECONDS = 10.0
+LEASE_RENEW_SECONDS = 10.0  # the real kubelet's renew interval (a quarter of its 40 s lease)
 STATUS_REPORT_SECONDS = 300.0
-NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 
 
 class NodeAgent(Controller):
@@ -56,8 +63,10 @@ class NodeAgent(Controller):
         period: float | None = 0.2,
         clock: Callable[[], dt.datetime] = utc_now,
         address: str = HOST_IP,
+        lease_renew_interval: float = LEASE_RENEW_SECONDS,
     ) -> None:
         super().__init__(client, cache, period)
+        self.lease_renew_interval = lease_renew_interval
         self.node_name = node_name
         self.capacity = dict(capacity)
         self.register_node = register_node
@@ -76,7 +85,7 @@ class NodeAgent(Controller):
         cache[NODES].subscribe(self._follow_failure_annotation)
 
     def set_ready(self, ready: bool) -> None:
-        """Simulate node failure (False) or recovery (True). Safe to call from any thread."""
+        """Simulate the machine dying (False) or coming back (True). Safe to call from any thread."""
         self.ready = ready
         loop = self._loop
         if loop is not None and not loop.is_closed():
@@ -87,6 +96,8 @@ class NodeAgent(Controller):
         if changed is not None and deep_get(changed, "metadata", "name") != self.node_name:
             return
         node = self.cache.get(NODES, "", self.node_name)
+        if node is None:
+            return  # deleted: a dead machine stays dead, a live kubelet carries on as it was
         annotations = deep_get(node, "metadata", "annotations", default=None) or {}
         failed = NODE_FAILURE_ANNOTATION in annotations
         if failed != self._annotated_failure:
@@ -99,25 +110,33 @@ class NodeAgent(Controller):
         await super().run()
 
     async def sync_node(self) -> None:
-        if not self.register_node:
-            return
+        if not self.register_node or not self.ready:
+            return  # a dead machine's kubelet is silent: no Lease, no status, nothing
         if not self._registered:
             await self._register()
-        changed = self._posted_ready != self.ready
-        # A failed node's kubelet is silent: no heartbeats until it recovers.
-        if self.ready and time.monotonic() - self._last_lease_renewal >= LEASE_RENEW_SECONDS:
+        recovered = self._posted_ready is False
+        if time.monotonic() - self._last_lease_renewal >= self.lease_renew_interval or recovered:
             await self._renew_lease()
-        due = self.ready and time.monotonic() - self._last_status_report >= STATUS_REPORT_SECONDS
-        if changed or due:
-            self._conditions = node_conditions(self.ready, self.clock(), self._conditions)
+        if recovered or time.monotonic() - self._last_status_report >= STATUS_REPORT_SECONDS:
+            # Conditions as the Node has them now: someone may have marked them Unknown meanwhile.
+            node = self.cache.get(NODES, "", self.node_name)
+            previous = deep_get(node, "status", "conditions", default=None) or self._conditions
+            self._conditions = node_conditions(self.clock(), previous)
             await self.client.patch(
                 NODES, self.node_name, {"status": {"conditions": self._conditions}}, subresource="status"
             )
             self._last_status_report = time.monotonic()
-        if changed:
-            await self._set_taints()
-            log.info("node %s ready=%s", self.node_name, self.ready)
-            self._posted_ready = self.ready
+        if recovered:
+            log.info("node %s is back", self.node_name)
+        self._posted_ready = True
+
+    def went_down(self) -> bool:
+        """Note a failure once: True the first time this is called after the machine died."""
+        if self.ready or self._posted_ready is False:
+            return False
+        self._posted_ready = False
+        log.info("node %s: machine down", self.node_name)
+        return True
 
     async def _register(self) -> None:
         body = node_object(
@@ -162,16 +181,3 @@ class NodeAgent(Controller):
                 if conflict.status != 409:  # created meanwhile: renewed next time
                     raise
         self._last_lease_renewal = time.monotonic()
-
-    async def _set_taints(self) -> None:
-        node = await self.client.get(NODES, self.node_name)
-        taints = [
-            t for t in deep_get(node, "spec", "taints", default=[]) or [] if t.get("key") != NOT_READY_TAINT
-        ]
-        if not self.ready:
-            stamp = node_conditions(False, self.clock())[-1]["lastTransitionTime"]
-            taints += [
-                {"key": NOT_READY_TAINT, "effect": "NoSchedule"},
-                {"key": NOT_READY_TAINT, "effect": "NoExecute", "timeAdded": stamp},
-            ]
-        await self.client.patch(NODES, self.node_name, {"spec": {"taints": taints or None}})

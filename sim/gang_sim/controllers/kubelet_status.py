@@ -196,17 +196,15 @@ def waiting_status(
     return body
 
 
-def node_lost_status(pod: JsonDict, node_name: str, now: dt.datetime) -> JsonDict:
-    """What the node lifecycle controller used to write for pods of an unresponsive node."""
+def lost_containers_status(pod: JsonDict, now: dt.datetime) -> JsonDict:
+    """What a kubelet back from a dead machine writes for a pod it must not restart
+    (``restartPolicy: Never``): its containers are nowhere to be found, so they are reported as
+    the kubelet reports containers it can no longer see, and the pod is Failed."""
     stamp = rfc3339(now)
-    name = (pod.get("metadata") or {}).get("name")
     status = pod.get("status") or {}
     started = status.get("startTime") or stamp
     body = _base(pod, "Failed", stamp, started)
-    body["reason"] = "NodeLost"
-    body["message"] = f"Node {node_name} which was running pod {name} is unresponsive"
     body["conditions"] = _conditions(pod, {"ContainersReady": False, "Ready": False}, stamp)
-    # Newer kubelets report containers they can no longer see exactly like this.
     state = {
         "terminated": {
             "exitCode": 137,
@@ -216,8 +214,8 @@ def node_lost_status(pod: JsonDict, node_name: str, now: dt.datetime) -> JsonDic
             "finishedAt": stamp,
         }
     }
-    # The state keeps the last instance's ID (_entry adds it): a simulated failed node still
-    # serves its logs, so a job's failure can quote them.
+    # The state keeps the last instance's ID (_entry adds it): the node still has its logs, so a
+    # job's failure can quote them.
     restarts = {c.get("name"): c.get("restartCount", 0) for c in status.get("containerStatuses") or []}
     body["containerStatuses"] = [
         _entry(pod, c, state, int(restarts.get(c.get("name"), 0)), None)
@@ -226,17 +224,16 @@ def node_lost_status(pod: JsonDict, node_name: str, now: dt.datetime) -> JsonDic
     return body
 
 
-def node_conditions(ready: bool, now: dt.datetime, previous: list[JsonDict] | None = None) -> list[JsonDict]:
-    """The kubelet's node conditions with ``lastHeartbeatTime`` = now."""
+def node_conditions(now: dt.datetime, previous: list[JsonDict] | None = None) -> list[JsonDict]:
+    """The kubelet's node conditions, all well, with ``lastHeartbeatTime`` = now; a condition
+    keeps its ``lastTransitionTime`` from ``previous`` while its status is the same."""
     stamp = rfc3339(now)
     old = {c.get("type"): c for c in previous or []}
     rows = [
         ("MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
         ("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
         ("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
-        ("Ready", "True", "KubeletReady", "kubelet is posting ready status")
-        if ready
-        else ("Ready", "False", "KubeletNotReady", "simulated node failure"),
+        ("Ready", "True", "KubeletReady", "kubelet is posting ready status"),
     ]
     result = []
     for kind, status, reason, message in rows:
@@ -275,7 +272,7 @@ def node_object(
         "status": {
             "capacity": dict(resources),
             "allocatable": dict(resources),
-            "conditions": node_conditions(True, now),
+            "conditions": node_conditions(now),
             "addresses": [{"type": "InternalIP", "address": address}],
             "daemonEndpoints": {"kubeletEndpoint": {"Port": port}},
             "nodeInfo": {

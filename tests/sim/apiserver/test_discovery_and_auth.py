@@ -70,6 +70,7 @@ def test_group_discovery_lists_every_served_group(api_client: k8s.ApiClient) -> 
     assert set(groups) == {
         "coordination.k8s.io",
         "scheduling.k8s.io",
+        "policy",
         "kubeflow.org",
         "scheduling.volcano.sh",
         "batch.volcano.sh",

@@ -346,28 +346,45 @@ def test_partially_placed_job_waits_at_rendezvous_across_nodes(
 # --- node failure -------------------------------------------------------------------------------
 
 
-def test_not_ready_node_fails_its_running_pods(
-    start_nodes: StartNodes, core: k8s.CoreV1Api, namespace: str
+def test_a_dead_machine_writes_nothing_and_back_fails_the_pods_it_lost(
+    start_nodes: StartNodes, api_client: k8s.ApiClient, core: k8s.CoreV1Api, namespace: str
 ) -> None:
-    manager, (node,) = start_nodes()
-    core.create_namespaced_pod(
-        namespace, make_pod("long", node, annotations={"sim.airflow-gang.io/duration": "60"})
-    )
-    eventually(lambda: phase(core, namespace, "long") == "Running")
+    """The kubelet's side of a node failure: a dead machine renews no Lease, posts no status and
+    confirms no deletion (only the node lifecycle controller, not run here, marks the node, see
+    tests/sim/disruptions); back, it posts Ready, confirms the deletion that waited, and a
+    ``restartPolicy: Never`` pod whose container died with the machine ends Failed with the
+    container reported as one it can no longer find, as a kubelet after a reboot."""
+    manager, (node,) = start_nodes(lease_renew_interval=0.1)
+    kubelet = cast(Kubelet, manager.controllers[0])
+    for name in ("lost", "doomed"):
+        core.create_namespaced_pod(
+            namespace, make_pod(name, node, annotations={"sim.airflow-gang.io/duration": "60"})
+        )
+    eventually(lambda: phase(core, namespace, "lost") == phase(core, namespace, "doomed") == "Running")
+    leases = k8s.CoordinationV1Api(api_client)
 
-    cast(Kubelet, manager.controllers[0]).set_ready(False)
+    kubelet.set_ready(False)
 
-    eventually(lambda: phase(core, namespace, "long") == "Failed")
-    pod = pod_json(core, namespace, "long")
-    assert pod["status"]["reason"] == "NodeLost"
-    assert pod["status"]["message"] == f"Node {node} which was running pod long is unresponsive"
-    assert main_state(pod)["state"]["terminated"]["exitCode"] == 137
-    found = core.read_node(node)
-    assert next(c.status for c in found.status.conditions if c.type == "Ready") == "False"
-    assert {(t.key, t.effect) for t in found.spec.taints} == {
-        ("node.kubernetes.io/not-ready", "NoSchedule"),
-        ("node.kubernetes.io/not-ready", "NoExecute"),
-    }
+    time.sleep(0.3)  # a renewal already on its way may still land
+    renewed = leases.read_namespaced_lease(node, "kube-node-lease").spec.renew_time
+    core.delete_namespaced_pod("doomed", namespace, grace_period_seconds=1)
+    holds_for(lambda: leases.read_namespaced_lease(node, "kube-node-lease").spec.renew_time == renewed, 1.5)
+    assert phase(core, namespace, "lost") == "Running", "nobody wrote the pod's end"
+    assert pod_json(core, namespace, "doomed")["metadata"]["deletionTimestamp"], "nobody confirmed"
+    assert "starting training" in pod_log(core, "lost", namespace), "the node keeps its logs"
+
+    kubelet.set_ready(True)
+
+    eventually(lambda: gone(core, namespace, "doomed"), timeout=10)
+    eventually(lambda: phase(core, namespace, "lost") == "Failed", timeout=10)
+    pod = pod_json(core, namespace, "lost")
+    assert "reason" not in pod["status"]
+    terminated = main_state(pod)["state"]["terminated"]
+    assert (terminated["exitCode"], terminated["reason"]) == (137, "ContainerStatusUnknown")
+    assert leases.read_namespaced_lease(node, "kube-node-lease").spec.renew_time > renewed
+    ready = next(c for c in core.read_node(node).status.conditions if c.type == "Ready")
+    assert (ready.status, ready.reason) == ("True", "KubeletReady")
+    assert not core.read_node(node).spec.taints, "the kubelet taints nothing itself"
 
 
 # --- process runtime ----------------------------------------------------------------------------
