@@ -7,7 +7,9 @@
   kubelets) in the foreground until SIGINT/SIGTERM;
 - ``sim apiserver``: the API server alone;
 - ``sim controllers``: chosen controllers (and simulated nodes) attached to an existing API
-  server through its kubeconfig (attach mode).
+  server through its kubeconfig (attach mode);
+- ``sim drain NODE`` / ``sim uncordon NODE``: ``kubectl drain`` (through the Eviction API) and
+  ``kubectl uncordon`` against a cluster's kubeconfig (``cli_drain.py``).
 
 ``sim`` and ``sim apiserver`` take ``--faults SPEC`` (a YAML/JSON file or inline JSON): fault
 injection for clients other than the simulator's controllers (``docs/fault-injection.md``).
@@ -43,6 +45,9 @@ def register(subparsers: Any) -> None:
     commands = sim.add_subparsers(dest="sim_command", metavar="COMMAND")
     _add_apiserver(commands)
     cli_cluster.add_controllers_command(commands)
+    from gang_sim import cli_drain
+
+    cli_drain.add_drain_commands(commands)
 
 
 def _add_apiserver(commands: Any) -> None:
