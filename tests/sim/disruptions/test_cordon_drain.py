@@ -12,7 +12,10 @@ while ``spec.unschedulable``, k8s.io/api ``core/v1/well_known_taints.go@kubernet
 
 from __future__ import annotations
 
+import os
+import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from kubernetes import client as k8s
@@ -21,6 +24,7 @@ from gang_sim.cli import main as sim_main
 from gang_sim.cluster import SimCluster
 from gang_sim.drain import DrainError, cordon, drain_node
 from tests.sim.disruptions.pods import budget, gone, pod, pod_json, start_running
+from tests.sim.kubectl_binaries import find_kubectls
 from tests.waiting import eventually
 
 NODE = "sim-node-2"
@@ -149,3 +153,54 @@ def test_the_sim_drain_and_uncordon_commands(
     assert sim_main(["uncordon", NODE, "--kubeconfig", kubeconfig]) == 0
     assert capsys.readouterr().out == f"node/{NODE} uncordoned\n"
     assert not core.read_node(NODE).spec.unschedulable
+
+
+@pytest.mark.parametrize("version", ["v1.20", "other"])
+def test_kubectl_drain_finds_the_eviction_api_and_is_held_by_a_budget(
+    version: str,
+    cluster: SimCluster,
+    uncordoned: k8s.CoreV1Api,
+    api_client: k8s.ApiClient,
+    namespace: str,
+    tmp_path: Path,
+) -> None:
+    """The real kubectl (Debian's 1.20 and any other on PATH) drains through the simulator's
+    ``pods/eviction`` and retries what a budget refuses, printing its own retry line."""
+    available = dict(find_kubectls())
+    binary = (
+        available.get("v1.20")
+        if version == "v1.20"
+        else next((b for v, b in available.items() if v != "v1.20"), None)
+    )
+    if binary is None:
+        pytest.skip(f"no kubectl {version} here")
+    core, policy = uncordoned, k8s.PolicyV1Api(api_client)
+    guarded = {"app": "kubectl-guarded"}
+    start_running(core, namespace, pod("kept", NODE, labels=guarded))
+    policy.create_namespaced_pod_disruption_budget(namespace, budget("keep", guarded, minAvailable=1))
+    eventually(
+        lambda: (
+            policy.read_namespaced_pod_disruption_budget("keep", namespace).status.observed_generation == 1
+        )
+    )
+    command = [binary, "--kubeconfig", cluster.kubeconfig_path, "drain", NODE, "--ignore-daemonsets"]
+    command += ["--delete-emptydir-data", "--force", "--timeout=7s"]
+    environment = {**os.environ, "HOME": str(tmp_path)}  # a private discovery cache
+
+    held = subprocess.run(command, capture_output=True, text=True, timeout=60, env=environment, check=False)
+
+    assert held.returncode != 0
+    assert (
+        f'error when evicting pods/"kept" -n "{namespace}" (will retry after 5s): Cannot evict pod as it '
+        "would violate the pod's disruption budget."
+    ) in held.stdout + held.stderr
+    assert "deletionTimestamp" not in pod_json(core, namespace, "kept")["metadata"]
+
+    policy.delete_namespaced_pod_disruption_budget("keep", namespace)
+    drained = subprocess.run(
+        command, capture_output=True, text=True, timeout=60, env=environment, check=False
+    )
+
+    assert drained.returncode == 0, drained.stderr
+    assert f"node/{NODE} drained" in drained.stdout or f"node/{NODE} evicted" in drained.stdout  # 1.20's word
+    assert gone(core, namespace, "kept")
