@@ -5,6 +5,9 @@ and applies it over the API like vc-scheduler does: ``pods/binding`` for placeme
 PodGroup ``PUT`` for its status (PodGroups have no status subresource), the queue's ``/status``,
 ``PodScheduled=False`` on pods left pending, and events on PodGroups and pods.
 
+With ``preempt`` or ``reclaim`` in its configuration (`volcano_conf`, ``scheduler_conf=``), a
+session may also evict pods: `volcano_evictor.Evictor` does what vc-scheduler's evictor does.
+
 Like vc-scheduler, whose binder and status updater run in goroutines, a session does not write
 one object at a time: its bindings go out together (`concurrency.in_parallel`) and the session
 waits for them; then the statuses it changed (PodGroups, pod conditions, queues) go out in the
@@ -21,7 +24,7 @@ import logging
 import time
 import uuid
 from collections import Counter, deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, ClassVar
@@ -44,6 +47,8 @@ from gang_sim.controllers.kinds import (
     object_key,
 )
 from gang_sim.controllers.runner import Controller
+from gang_sim.controllers.volcano_conf import SchedulerConf, load_scheduler_conf
+from gang_sim.controllers.volcano_evictor import Evictor
 from gang_sim.controllers.volcano_model import Key
 from gang_sim.controllers.volcano_session import (
     GROUP_ANNOTATION,
@@ -97,9 +102,13 @@ class Volcano(Controller):
         overcommit_factor: float = 1.2,
         queues: dict[str, dict[str, Any] | None] | None = None,
         clock: Callable[[], dt.datetime] = utc_now,
+        scheduler_conf: SchedulerConf | Mapping[str, Any] | str | None = None,
     ) -> None:
         super().__init__(client, cache, period=schedule_period)
-        self.config = SessionConfig(overcommit_factor=Decimal(str(overcommit_factor)))
+        self.config = SessionConfig(
+            overcommit_factor=Decimal(str(overcommit_factor)),
+            scheduler=load_scheduler_conf(scheduler_conf),
+        )
         self.schedule_period = schedule_period
         self.extra_queues = queues or {}
         self.clock = clock
@@ -108,6 +117,7 @@ class Volcano(Controller):
         # Two lanes, so that thousands of queued pods' conditions never hold up a PodGroup phase.
         self.status_writes = BackgroundWrites()
         self.pod_writes = BackgroundWrites(limit=4)
+        self.evictor = Evictor(client, cache, self.events, self.config.scheduler_name, self._decide_again)
         self.memo = SessionMemo()
         cache[PODS].add_index(GROUP_INDEX, functools.partial(_group_of, self.config.scheduler_name))
         cache[PODS].add_index(
@@ -128,6 +138,7 @@ class Volcano(Controller):
         finally:
             await self.status_writes.close()
             await self.pod_writes.close()
+            await self.evictor.close()
             await self.events.close()
 
     async def _run_sessions(self) -> None:
@@ -232,6 +243,8 @@ class Volcano(Controller):
         decided = time.monotonic()
         await in_parallel(self._bind(namespace, pod, node) for namespace, pod, node in result.bindings)
         bound = time.monotonic()
+        for eviction in result.evictions:
+            self.evictor.evict(eviction, now)
         transition = str(uuid.uuid4())
         # Statuses go out in the background (`BackgroundWrites`): the next session does not wait
         # for them. A session restates every waiting gang; only what changed is written, checked
@@ -248,8 +261,9 @@ class Volcano(Controller):
             )
         for (namespace, name), message in result.pod_unschedulable.items():
             pod = self.cache.get(PODS, namespace, name)
-            if pod is not None and _not_yet_unschedulable(pod, message):
-                write = functools.partial(self._mark_unschedulable, namespace, name, message, now)
+            nominated = result.nominated.get((namespace, name), "")
+            if pod is not None and _not_yet_unschedulable(pod, message, nominated):
+                write = functools.partial(self._mark_unschedulable, namespace, name, message, nominated, now)
                 self.pod_writes.submit((namespace, name), write)
         for event in result.events:
             self._emit(event)
@@ -324,9 +338,15 @@ class Volcano(Controller):
             self.memo.forget(key)
             raise
 
-    async def _mark_unschedulable(self, namespace: str, name: str, message: str, now: dt.datetime) -> None:
+    async def _mark_unschedulable(
+        self, namespace: str, name: str, message: str, nominated: str, now: dt.datetime
+    ) -> None:
         pod = self.cache.get(PODS, namespace, name)  # as cached now, not as the session saw it
-        if pod is None or deep_get(pod, "spec", "nodeName") or not _not_yet_unschedulable(pod, message):
+        if (
+            pod is None
+            or deep_get(pod, "spec", "nodeName")
+            or not _not_yet_unschedulable(pod, message, nominated)
+        ):
             return  # gone, bound since the session decided, or already marked
         condition = {
             "type": "PodScheduled",
@@ -340,9 +360,12 @@ class Volcano(Controller):
         conditions = [*(c for c in current if c.get("type") != "PodScheduled"), condition]
         # The resourceVersion makes it a compare-and-swap, as vc-scheduler's UpdateStatus is: a
         # pod the kubelet or a binding changed meanwhile is left for the next session to judge.
+        status: JsonDict = {"conditions": conditions}
+        if nominated:  # only ever set, never cleared (cache.go:1092-1097)
+            status["nominatedNodeName"] = nominated
         body = {
             "metadata": {"resourceVersion": deep_get(pod, "metadata", "resourceVersion")},
-            "status": {"conditions": conditions},
+            "status": status,
         }
         try:
             updated = await self.client.patch(PODS, name, body, namespace, subresource="status")
@@ -418,8 +441,12 @@ def _holding(pod: JsonDict) -> list[str]:
     return [HOLDING] if holds_resources(pod) else []
 
 
-def _not_yet_unschedulable(pod: JsonDict, message: str) -> bool:
-    """Whether the pod lacks ``PodScheduled=False`` with this message (a write is due)."""
+def _not_yet_unschedulable(pod: JsonDict, message: str, nominated: str = "") -> bool:
+    """Whether the pod lacks ``PodScheduled=False`` with this message, or the node it is
+    nominated to (a write is due)."""
     conditions = (pod.get("status") or {}).get("conditions") or []
     current = next((c for c in conditions if c.get("type") == "PodScheduled"), None)
+    if nominated and (pod.get("status") or {}).get("nominatedNodeName") != nominated:
+        return True
     return not (current and current.get("status") == "False" and current.get("message") == message)
+

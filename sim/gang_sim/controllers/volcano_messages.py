@@ -55,3 +55,21 @@ def fit_message(group: Group, schedulable: int, unschedulable: int, origin: str 
     """The gang plugin's condition and event text: the unready count, then the fit error."""
     prefix = unready_prefix(group, group.scheduled + schedulable)
     return prefix + fit_error(group, schedulable, unschedulable, origin)
+
+
+
+def counts_text(counts: tuple[tuple[str, int], ...], min_member: int) -> str:
+    """The histogram of `histogram` from task counts by status rather than a `Group`'s own
+    (a session's end state: ``Releasing``, ``Pipelined``, ``Allocated`` pods)."""
+    return _histogram_text(counts, min_member, 0)
+
+
+def fit_error_of(
+    counts: tuple[tuple[str, int], ...],
+    min_member: int,
+    schedulable: int,
+    unschedulable: int,
+    origin: str | None,
+) -> str:
+    """``JobInfo.FitError()`` from task counts by status (see `counts_text`)."""
+    return _fit_error_text(counts_text(counts, min_member), schedulable, unschedulable, origin)

@@ -18,6 +18,8 @@ from typing import Any, Protocol
 
 from gang_sim.controllers import capacity
 from gang_sim.controllers.capacity import Resources
+from gang_sim.controllers.volcano_conf import DEFAULT as DEFAULT_SCHEDULER_CONF
+from gang_sim.controllers.volcano_conf import SchedulerConf
 
 JsonDict = dict[str, Any]
 Key = tuple[str, str]
@@ -31,6 +33,8 @@ ADMITTED_PHASES = frozenset({"Inqueue", "Running", "Unknown"})
 class SessionConfig:
     overcommit_factor: Decimal = Decimal("1.2")
     scheduler_name: str = SCHEDULER_NAME
+    scheduler: SchedulerConf = DEFAULT_SCHEDULER_CONF
+    """``volcano-scheduler.conf`` (`volcano_conf`): its actions and plugin tiers."""
 
 
 class TasksByGroup(Protocol):
@@ -72,6 +76,15 @@ class PodEvent:
     message: str
 
 
+@dataclass(frozen=True)
+class Eviction:
+    """A pod the session evicts (``preempt`` or ``reclaim``), and the PodGroup it belongs to."""
+
+    pod: Key
+    podgroup: Key
+    reason: str
+
+
 @dataclass
 class SessionResult:
     bindings: list[tuple[str, str, str]] = field(default_factory=list)
@@ -83,6 +96,10 @@ class SessionResult:
     pod_unschedulable: dict[Key, str] = field(default_factory=dict)
     """Pending pods left unbound, with the PodScheduled=False message."""
     queue_status: dict[str, JsonDict] = field(default_factory=dict)
+    evictions: list[Eviction] = field(default_factory=list)
+    """Pods to evict, in order (only with ``preempt`` or ``reclaim`` configured)."""
+    nominated: dict[Key, str] = field(default_factory=dict)
+    """``status.nominatedNodeName`` of pods pipelined where a victim was evicted for them."""
     unchanged: set[Key] = field(default_factory=set)
     """Groups decided exactly as in the previous session (`SessionMemo`): their pod conditions
     and events were produced then and are left out of this result, and so are the enqueue
@@ -142,7 +159,7 @@ class Group:
 
     @cached_property
     def histogram(self) -> Counter[str]:
-        return Counter(_task_status(task) for task in self.tasks)
+        return Counter(task_status(task) for task in self.tasks)
 
     @cached_property
     def counts(self) -> tuple[tuple[str, int], ...]:
@@ -189,8 +206,16 @@ def _terminating(pod: JsonDict) -> bool:
     return bool((pod.get("metadata") or {}).get("deletionTimestamp"))
 
 
-def _task_status(pod: JsonDict) -> str:
+def task_status(pod: JsonDict) -> str:
+    """vc-scheduler's task status of a pod (``api/helpers.go:41-64`` at v1.16.0-alpha.1).
+
+    A pod being deleted (``deletionTimestamp``) that is Running, or Pending, is ``Releasing``:
+    it still holds its node's resources but is neither Running nor scheduled, so a gang whose
+    pods terminate (evicted, say) counts fewer scheduled pods at once.
+    """
     phase = (pod.get("status") or {}).get("phase") or "Pending"
+    if phase in ("Running", "Pending") and _terminating(pod):
+        return "Releasing"
     if phase == "Pending" and (pod.get("spec") or {}).get("nodeName"):
         return "Bound"
     return str(phase)

@@ -29,6 +29,7 @@ from decimal import Decimal
 
 from gang_sim.controllers import capacity
 from gang_sim.controllers.capacity import Resources
+from gang_sim.controllers.volcano_disrupt import Disruption, close_end_state, run_disruptive
 from gang_sim.controllers.volcano_gate import EnqueueGate, queue_state
 from gang_sim.controllers.volcano_messages import fit_error, fit_message, histogram, unready_prefix
 from gang_sim.controllers.volcano_model import (
@@ -104,7 +105,19 @@ def run_session(
         for reason in reasons:
             result.events.append(GroupEvent(group.key, "Normal", "Unschedulable", reason))
 
-    ready_groups, fit, could_go = _allocate(snapshot, placeable, result)
+    disruption: Disruption | None = None
+    if config.scheduler.disrupts:  # preempt or reclaim configured (`volcano_disrupt`)
+        allocated, disruption = run_disruptive(
+            snapshot,
+            groups=groups,
+            placeable=placeable,
+            enqueued=enqueued,
+            conf=config.scheduler,
+            result=result,
+        )
+        ready_groups, fit, could_go = allocated.ready_groups, allocated.fit, allocated.could_go
+    else:
+        ready_groups, fit, could_go = _allocate(snapshot, placeable, result)
     tally = _close_all(
         groups,
         result,
@@ -113,6 +126,7 @@ def run_session(
         fit=fit,
         could_go=could_go,
         memo=memo,
+        disruption=disruption,
     )
     result.queue_status = _queue_statuses(snapshot, tally)
     return result
@@ -189,6 +203,7 @@ def _close_all(
     fit: dict[Key, Fit],
     could_go: dict[Key, dict[Key, str]],
     memo: SessionMemo | None,
+    disruption: Disruption | None = None,
 ) -> _Tally:
     """Every group's status, conditions and events; a group decided as last time reuses them."""
     closed = memo.closed if memo is not None else {}
@@ -202,6 +217,7 @@ def _close_all(
             ready,
             fit.get(key) or group.waiting,
             tuple(sorted(nodes_for.items())) if nodes_for else (),
+            disruption.signature(group) if disruption is not None else (),
         )
         previous = closed.get(key)
         if previous is not None and previous.group is group and previous.inputs == inputs:
@@ -209,12 +225,24 @@ def _close_all(
             result.podgroup_status[key] = status = previous.status
             tally.count(group, status)
             continue
-        status = _close(group, enqueued_now, ready, inputs[2], result)
+        if disruption is not None and key in disruption.groups:
+            status = close_end_state(
+                group,
+                enqueued=enqueued_now,
+                fit=inputs[2],
+                could_go=nodes_for or {},
+                disruption=disruption,
+                result=result,
+            )
+        else:
+            status = _close(group, enqueued_now, ready, inputs[2], result)
         result.podgroup_status[key] = status
         tally.count(group, status)
         if memo is not None:
             memo.closed[key] = Closed(group, inputs, status)
         for (namespace, name), node in (nodes_for or {}).items():
+            if disruption is not None and (namespace, name) in disruption.placements:
+                continue  # preempt or reclaim placed it after all
             result.pod_unschedulable[(namespace, name)] = (
                 f"Pod {namespace}/{name} can possibly be assigned to {node}, once minAvailable is satisfied"
             )
