@@ -63,6 +63,9 @@ class Topology:
     # kube-controller-manager's --node-monitor-grace-period (40 s, 50 s from v1.32): how long a
     # node may stay silent before it is Unknown; kubelets renew their Lease every quarter of it.
     node_monitor_grace_period: float = DEFAULT_GRACE_PERIOD
+    # volcano-scheduler.conf as plain data (`volcano_conf.SchedulerConf.to_mapping`); None: Volcano's
+    # compiled-in default (enqueue, allocate, backfill: no preempt, no reclaim).
+    scheduler_conf: Mapping[str, Any] | None = None
 
     def lease_renew_interval(self) -> float:
         """As a real kubelet renews every 10 s of a 40 s grace period."""
@@ -101,6 +104,7 @@ def controller_factories(
                 schedule_period=topology.schedule_period,
                 overcommit_factor=topology.overcommit_factor,
                 queues={name: dict(cap) if cap else None for name, cap in topology.queues.items()},
+                scheduler_conf=topology.scheduler_conf,
             )
         )
     if "kube-scheduler" in chosen:
