@@ -99,6 +99,7 @@ def _add_apiserver(commands: Any) -> None:
         "like any path kube-apiserver does not know (to check clients need nothing else)",
     )
     cli_cluster.add_faults_argument(parser)
+    cli_cluster.add_toleration_arguments(parser)
     parser.set_defaults(func=run_apiserver)
 
 
@@ -119,6 +120,8 @@ def run_apiserver(args: argparse.Namespace) -> int:
             event_window=args.event_window,
             faults=args.faults,
             sim_endpoints=not args.no_sim_endpoints,
+            default_not_ready_toleration_seconds=args.default_not_ready_toleration_seconds,
+            default_unreachable_toleration_seconds=args.default_unreachable_toleration_seconds,
         )
         try:
             print(f"API server listening on {handle.url}", flush=True)

@@ -117,6 +117,15 @@ def _add_topology(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--workdir", default=None, help="working directory of process-runtime pods")
     parser.add_argument(
+        "--node-monitor-grace-period",
+        type=float,
+        default=2.0,
+        metavar="SECONDS",
+        help="how long a node may stay silent before the node lifecycle controller marks it Unknown "
+        "(kube-controller-manager's flag: 40-50 s upstream; default: 2); kubelets renew their Lease "
+        "every quarter of it",
+    )
+    parser.add_argument(
         "--node-address",
         default="127.0.0.1",
         type=parse_ip_address,
@@ -126,8 +135,22 @@ def _add_topology(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_toleration_arguments(parser: argparse.ArgumentParser) -> None:
+    """kube-apiserver's DefaultTolerationSeconds flags (300 upstream, 3 in the simulator)."""
+    for condition in ("not-ready", "unreachable"):
+        parser.add_argument(
+            f"--default-{condition}-toleration-seconds",
+            type=int,
+            default=3,
+            metavar="SECONDS",
+            help=f"tolerationSeconds of the node.kubernetes.io/{condition}:NoExecute toleration every pod "
+            "gets unless it has one (kube-apiserver's flag: 300 upstream; default: 3)",
+        )
+
+
 def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
     _add_topology(parser)
+    add_toleration_arguments(parser)
     parser.add_argument("--port", type=int, default=0, help="API server port (default: a free one)")
     parser.add_argument("--host", default="127.0.0.1", help="interface to bind (default: 127.0.0.1)")
     parser.add_argument(
@@ -170,6 +193,7 @@ def _topology(args: argparse.Namespace) -> dict[str, Any]:
         "schedule_period": args.schedule_period,
         "workdir": args.workdir,
         "node_address": args.node_address,
+        "node_monitor_grace_period": args.node_monitor_grace_period,
     }
 
 
@@ -191,6 +215,8 @@ def run_cluster(args: argparse.Namespace) -> int:
         advertise_url=args.advertise_url,
         faults=args.faults,
         isolate_controllers=args.isolate_controllers,
+        default_not_ready_toleration_seconds=args.default_not_ready_toleration_seconds,
+        default_unreachable_toleration_seconds=args.default_unreachable_toleration_seconds,
         **_topology(args),
     )
     tune_garbage_collection()
@@ -243,9 +269,10 @@ def add_controllers_command(commands: Any) -> None:
         "--only",
         default="volcano,kube-scheduler,training-operator,kubelet",
         help="comma-separated subset of volcano,kube-scheduler,training-operator,trainer,jobset,"
-        "job-controller,kubelet (default: volcano,kube-scheduler,training-operator,kubelet; the "
-        "Trainer v2 ones need the TrainJob, JobSet and batch Job kinds served, and a real cluster "
-        "already runs the Job controller)",
+        "job-controller,node-lifecycle,taint-eviction,pod-gc,disruption,kubelet (default: "
+        "volcano,kube-scheduler,training-operator,kubelet; the Trainer v2 ones need the TrainJob, "
+        "JobSet and batch Job kinds served, and a real cluster already runs the Job controller and "
+        "kube-controller-manager's node-lifecycle, taint-eviction, pod-gc and disruption)",
     )
     _add_topology(parser)
     parser.set_defaults(func=run_controllers)
