@@ -41,6 +41,7 @@ from gang_sim.apiserver.server import ApiServerHandle, start_apiserver
 from gang_sim.controller_process import ControllerProcesses
 from gang_sim.controllers.manager import ControllerManager
 from gang_sim.controllers.node_lifecycle import DEFAULT_GRACE_PERIOD
+from gang_sim.controllers.volcano_conf import SchedulerConf, load_scheduler_conf
 from gang_sim.faults import FaultSpec, load_fault_spec
 from gang_sim.topology import (
     CONTROLLER_NAMES,
@@ -96,6 +97,11 @@ class SimCluster:
     :param default_unreachable_toleration_seconds: kube-apiserver's
         ``--default-unreachable-toleration-seconds`` (300 upstream; 3 here): how long a pod without
         a toleration of its own stays on a node that went ``Unknown``.
+    :param scheduler_conf: Volcano's ``volcano-scheduler.conf``: a mapping, YAML text or a path
+        to a YAML file (``actions: "enqueue, allocate, preempt, reclaim, backfill"`` and plugin
+        ``tiers``; `gang_sim.controllers.volcano_conf`, ``docs/volcano-preemption.md``). None is
+        Volcano's compiled-in default, with no preempt or reclaim. Invalid ones raise
+        `SchedulerConfError` here, before anything starts.
     :param isolate_controllers: run the controllers in child processes (`ControllerProcesses`:
         Volcano in one, the others in another), so that they and the API server stop sharing
         one interpreter: for large simulations (``benchmarks/bench_scheduler.py``,
@@ -128,8 +134,10 @@ class SimCluster:
         node_monitor_grace_period: float = DEFAULT_GRACE_PERIOD,
         default_not_ready_toleration_seconds: int = SIM_TOLERATION_SECONDS,
         default_unreachable_toleration_seconds: int = SIM_TOLERATION_SECONDS,
+        scheduler_conf: SchedulerConf | Mapping[str, Any] | str | Path | None = None,
     ) -> None:
         self.faults = load_fault_spec(faults) if faults is not None else None
+        conf = load_scheduler_conf(scheduler_conf) if scheduler_conf is not None else None
         self.topology = Topology(
             nodes=nodes,
             gpus_per_node=gpus_per_node,
@@ -143,6 +151,7 @@ class SimCluster:
             workdir=workdir,
             node_address=node_address,
             node_monitor_grace_period=node_monitor_grace_period,
+            scheduler_conf=conf.to_mapping() if conf is not None else None,
         )
         self._tolerations = (default_not_ready_toleration_seconds, default_unreachable_toleration_seconds)
         self._port = port
