@@ -72,6 +72,16 @@ def parse_faults(text: str) -> FaultSpec:
         raise argparse.ArgumentTypeError(str(error)) from error
 
 
+def parse_scheduler_conf(text: str) -> dict[str, Any]:
+    """``--scheduler-conf FILE``: Volcano's volcano-scheduler.conf, validated now (errors name the field)."""
+    from gang_sim.controllers.volcano_conf import SchedulerConfError, load_scheduler_conf
+
+    try:
+        return load_scheduler_conf(Path(text)).to_mapping()
+    except SchedulerConfError as error:
+        raise argparse.ArgumentTypeError(f"--scheduler-conf: {error}") from error
+
+
 def add_faults_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--faults",
@@ -116,6 +126,15 @@ def _add_topology(parser: argparse.ArgumentParser) -> None:
         "--schedule-period", type=float, default=1.0, help="Volcano session period (default: 1s)"
     )
     parser.add_argument("--workdir", default=None, help="working directory of process-runtime pods")
+    parser.add_argument(
+        "--scheduler-conf",
+        default=None,
+        type=parse_scheduler_conf,
+        metavar="FILE",
+        help="Volcano's volcano-scheduler.conf (actions and plugin tiers), as vc-scheduler's flag of the "
+        "same name; e.g. actions: \"enqueue, allocate, preempt, reclaim, backfill\" turns on preemption "
+        "(default: Volcano's compiled-in enqueue, allocate, backfill); see docs/volcano-preemption.md",
+    )
     parser.add_argument(
         "--node-monitor-grace-period",
         type=float,
@@ -194,6 +213,7 @@ def _topology(args: argparse.Namespace) -> dict[str, Any]:
         "workdir": args.workdir,
         "node_address": args.node_address,
         "node_monitor_grace_period": args.node_monitor_grace_period,
+        "scheduler_conf": args.scheduler_conf,
     }
 
 

@@ -184,7 +184,7 @@ class SchedulerConf(BaseModel):
 
     def to_mapping(self) -> dict[str, Any]:
         """The configuration as plain data in the real format (JSON/YAML, and `Topology`)."""
-        data = self.model_dump(by_alias=True, exclude_none=True, exclude_defaults=True)
+        data = self.model_dump(mode="json", by_alias=True, exclude_none=True, exclude_defaults=True)
         data["actions"] = ", ".join(self.actions)
         return data
 
