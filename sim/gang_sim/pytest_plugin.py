@@ -4,7 +4,9 @@ Fixtures:
 
 - ``gang_cluster``: a running `SimCluster` for the test, torn down afterwards. Configure it with
   the marker ``@pytest.mark.gang_cluster(nodes=2, gpus_per_node=4, queues={"research": None})``
-  (any `SimCluster` keyword).
+  (any `SimCluster` keyword). Volcano's preempt and reclaim are on with a scheduler
+  configuration: ``@pytest.mark.gang_cluster(scheduler_conf={"actions": "enqueue, allocate,
+  preempt, reclaim, backfill", "tiers": [...]})`` (or YAML text, or a file path).
 - ``gang_kubeconfig``: the path of that cluster's kubeconfig, e.g. for
   ``AIRFLOW_CONN_KUBERNETES_DEFAULT`` or ``kubernetes.config.load_kube_config``.
 - ``gang_cluster_factory``: start extra clusters with explicit options inside one test.
