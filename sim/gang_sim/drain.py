@@ -3,19 +3,21 @@
 What ``k8s.io/kubectl`` does at ``kubernetes-1.36.3`` (``pkg/cmd/drain/drain.go`` ``RunDrain``,
 ``pkg/drain``), through any API server — the simulator's or a real one:
 
-1. Cordon: ``spec.unschedulable: true`` (a strategic merge patch, ``pkg/drain/cordon.go``); the
-   node lifecycle controller then adds the ``node.kubernetes.io/unschedulable:NoSchedule`` taint.
+1. Cordon (``pkg/cmd/drain/drain.go:325-335``): ``spec.unschedulable: true``, a strategic
+   merge patch (``pkg/drain/cordon.go:81-100``); the node lifecycle controller then adds the
+   ``node.kubernetes.io/unschedulable:NoSchedule`` taint.
 2. List the node's pods (field selector ``spec.nodeName``) and filter them as
-   ``pkg/drain/filters.go``: DaemonSet pods that have not finished and mirror pods are skipped
-   (``--ignore-daemonsets``); pods using ``emptyDir`` go too (``--delete-emptydir-data``); pods
-   with no controller stop the drain unless ``force`` (``--force``), before any is evicted.
-   Finished pods are evicted like the others, as kubectl does.
+   ``pkg/drain/filters.go:152-161`` does: DaemonSet pods that have not finished and mirror pods
+   are skipped (``--ignore-daemonsets``); pods using ``emptyDir`` go too
+   (``--delete-emptydir-data``); pods with no controller stop the drain unless ``force``
+   (``--force``), before any is evicted. Finished pods are evicted like the others, as kubectl
+   does.
 3. Evict each through the Eviction API with the pod's own grace period (``--grace-period -1``)
    or ``grace_period_seconds``. A 429 (a PodDisruptionBudget says no) is retried every
-   ``retry_interval`` seconds (kubectl's ``EvictErrorRetryDelay``, 5 s), a 404 counts as done,
-   anything else stops the drain.
+   ``retry_interval`` seconds (kubectl's ``EvictErrorRetryDelay``, 5 s,
+   ``pkg/drain/drain.go:311-314``), a 404 counts as done, anything else stops the drain.
 4. Wait for every evicted pod to be gone (or replaced by a pod of another UID), looking every
-   second, as kubectl does.
+   second, as kubectl does (``pkg/drain/drain.go:341-354``).
 
 Unlike kubectl, which fails when ``--timeout`` passes, `drain_node` returns a `DrainResult`
 saying which pods were evicted, which a budget still blocked at ``timeout`` and which were

@@ -4,7 +4,12 @@ Every component that disrupts a pod first adds the ``DisruptionTarget`` conditio
 True) with its own reason, then deletes or ends the pod, so whoever owns the pod can tell a
 disruption from a failure of its own. Shared by the API server (the Eviction API) and the
 controllers (taint eviction, pod GC, the kubelet), which must not import each other. The
-reasons and messages are upstream's (``docs/fault-injection.md`` has where each is written).
+reasons and messages are upstream's: the condition type and ``TerminationByKubelet`` are
+k8s.io/api constants (``core/v1/types.go:3532-3534`` and ``:3567-3569@kubernetes-1.36.3``);
+``EvictionByEvictionAPI``, ``DeletionByTaintManager`` and ``DeletionByPodGC`` are string
+literals of ``pkg/registry/core/pod/storage/eviction.go``,
+``pkg/controller/tainteviction/taint_eviction.go`` and ``pkg/controller/podgc/gc_controller.go``
+(``addConditionAndDeletePod`` twice, ``markFailedAndDeletePodWithCondition``).
 """
 
 from __future__ import annotations

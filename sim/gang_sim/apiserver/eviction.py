@@ -20,6 +20,11 @@ serves it (``pkg/registry/core/pod/storage/eviction.go``):
   then is deleted gracefully (its own grace period, or the Eviction's ``deleteOptions``); the
   answer is a ``Status`` Success with code 201.
 
+Sources: kubernetes/kubernetes could not be read at a tag for this work, so its functions are
+named instead of lines (``canIgnorePDB``, ``checkAndDecrement``, ``createTooManyRequestsError``,
+``addConditionAndDeletePod``, the strings quoted above); the cause type is
+``policyv1.DisruptionBudgetCause`` (k8s.io/api ``policy/v1/types.go:24-25@kubernetes-1.36.3``).
+
 Everything happens under the store lock, so two evictions racing for the last allowed
 disruption cannot both win (upstream retries the budget write on a conflict to the same end).
 ``dryRun`` (query or ``deleteOptions``) decides everything and writes nothing.

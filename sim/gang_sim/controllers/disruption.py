@@ -15,9 +15,12 @@ this controller keeps that status current, as upstream's ``pkg/controller/disrup
   pod is expected), with condition ``DisruptionAllowed`` True ``SufficientPods`` or False
   ``InsufficientPods``, and ``observedGeneration``.
 
-The status is replaced with the resourceVersion it was computed from, so an eviction that spent
-the budget meanwhile wins (409) and the next round starts from it. Selectors: ``{}`` selects
-every pod of the namespace (``policy/v1``), no selector none.
+Functions named after upstream's ``pkg/controller/disruption/disruption.go`` (``trySync``,
+``getExpectedPodCount``, ``getExpectedScale``, ``buildDisruptedPodMap``, ``countHealthyPods``,
+``updatePdbStatus``, ``failSafe``). The status is replaced with the resourceVersion it was
+computed from, so an eviction that spent the budget meanwhile wins (409) and the next round
+starts from it. Selectors: ``{}`` selects every pod of the namespace (``policy/v1``), no
+selector none.
 """
 
 from __future__ import annotations

@@ -6,10 +6,11 @@ picks a pod, kills it (grace period 0 for a hard threshold) and ends it ``Failed
 message built from ``helpers.go``'s ``nodeLowMessageFmt`` ("The node was low on resource: %v. "),
 ``thresholdMetMessageFmt`` ("Threshold quantity: %v, available: %v. ") and, for a container
 using more than it requested, "Container %s was using %s, request is %s, has larger consumption
-of %v. " (the wording of recent releases; older ones differ); the condition ``DisruptionTarget``
-reason ``TerminationByKubelet`` with the same message; and a Warning ``Evicted`` event. The
-kubelet does not delete the pod: its owner decides (a Job counts it in ``status.failed``, the
-training-operator deletes and recreates it).
+of %v. " (the wording of recent releases; older ones differ; ``pkg/kubelet/eviction`` is cited
+by function and string, kubernetes/kubernetes could not be read at a tag for this work); the
+condition ``DisruptionTarget`` reason ``TerminationByKubelet`` with the same message; and a
+Warning ``Evicted`` event. The kubelet does not delete the pod: its owner decides (a Job counts
+it in ``status.failed``, the training-operator deletes and recreates it).
 
 The simulator has no real memory to run out of: which pod to evict, and the numbers, come from
 the `KUBELET_EVICTION_ANNOTATION` the API server's fault injection puts on the pod

@@ -20,6 +20,13 @@ It watches each node's heartbeats — the kubelet's Lease in ``kube-node-lease``
   ``pid-pressure``, ``network-unavailable``, and ``node.kubernetes.io/unschedulable`` while
   ``spec.unschedulable`` is true (a cordoned node). A node that is Ready again loses them.
 
+Sources: ``pkg/controller/nodelifecycle/node_lifecycle_controller.go`` (``tryUpdateNodeHealth``,
+``processTaintBaseEviction``, ``doNoScheduleTaintingPass``, ``MarkPodsNotReady``; named, not
+lined: kubernetes/kubernetes could not be read at a tag for this work), the 40 s default in
+``pkg/controller/nodelifecycle/config/v1alpha1/defaults.go`` (a stored revision, 8932ffc9; the
+50 s of recent releases is kubernetes#127352's word, not checked at a tag) and the taint keys of
+k8s.io/api ``core/v1/well_known_taints.go:22,27,31,51@kubernetes-1.36.3``.
+
 Not simulated: the eviction rate limits per zone (a real controller slows down when a large
 share of a zone is unhealthy), ``--node-startup-grace-period`` for nodes that never posted a
 status (the simulator's kubelets post one as they register) and the node events.

@@ -14,8 +14,9 @@ Pods whose node's kubelet will never confirm their end would stay forever; upstr
   word that the machine is gone) has its pods being deleted marked ``Failed`` and force-deleted,
   without a condition.
 
-Upstream runs a pass every 20 s (``gcCheckPeriod``); this one every ``period`` seconds and
-whenever a Node changes. Not simulated: the threshold of terminated pods kept
+Upstream runs a pass every 20 s (``gcCheckPeriod``; ``pkg/controller/podgc/gc_controller.go``,
+its functions named above rather than lined); this one every ``period`` seconds and whenever a
+Node changes. Not simulated: the threshold of terminated pods kept
 (``--terminated-pod-gc-threshold``, 12500) and unscheduled terminating pods (the simulator's
 API server deletes an unbound pod at once).
 """

@@ -14,8 +14,12 @@ Every deletion first adds the pod condition ``DisruptionTarget`` (reason
 pod with its own grace period and records a ``TaintManagerEviction`` event, as upstream's
 ``addConditionAndDeletePod``. On a node whose kubelet is dead nobody confirms the deletion, so
 the pod stays ``Terminating`` until the node comes back or its Node object is deleted (then pod
-GC removes it, ``pod_gc.py``). Every pod gets ``not-ready`` and ``unreachable`` tolerations from
-the API server's DefaultTolerationSeconds admission (3 s in the simulator, 300 s upstream).
+GC removes it, ``pod_gc.py``). Every pod gets ``not-ready`` and ``unreachable`` tolerations
+from the API server's DefaultTolerationSeconds admission (3 s in the simulator, 300 s upstream).
+
+Upstream: ``pkg/controller/tainteviction/taint_eviction.go`` (``processPodOnNode``,
+``getMinTolerationTime``, ``addConditionAndDeletePod``; named, not lined: kubernetes/kubernetes
+could not be read at a tag for this work).
 """
 
 from __future__ import annotations
