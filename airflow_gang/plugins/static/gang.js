@@ -12,6 +12,7 @@
   const SVG_NS = "http://www.w3.org/2000/svg";
   const PAGE_SIZE = 100;
   const ENDED = ["succeeded", "failed", "admission_timeout", "timed_out", "lost", "killed", "gone"];
+  const DISRUPTED = "disrupted";
   const RANGES = { "1h": 3600, "24h": 86400, "7d": 7 * 86400, "30d": 30 * 86400 };
   let paused = false;
   let timer = null;
@@ -114,6 +115,82 @@
   function jobUrl(namespace, name, kind) {
     const query = kind && kind !== "PyTorchJob" ? kindQuery(kind) : "";
     return `${ROOT}/jobs/${encodeURIComponent(namespace)}/${encodeURIComponent(name)}${query}`;
+  }
+
+  // "disrupted" is both a live state (a running gang losing pods now) and, for a job its task
+  // recorded, an end (the task gave the job up after a disruption).
+  function ended(state, live) {
+    return ENDED.includes(state) || (state === DISRUPTED && live === false);
+  }
+
+  // --- disruptions (docs/disruptions.md) ------------------------------------------------------
+
+  const DISRUPTION_SHORT = {
+    preempted: "preempted", reclaimed: "reclaimed", node_lost: "node lost", evicted: "evicted",
+    deleted: "pods deleted",
+  };
+  const DISRUPTION_WORDS = {
+    preempted: "preempted: Volcano gave its pods to a higher-priority job of its queue",
+    reclaimed: "reclaimed: Volcano gave its pods back to another queue's share",
+    node_lost: "node lost: a node it ran on stopped answering or went away",
+    evicted: "evicted: by the Eviction API (a drain) or by the kubelet under node pressure",
+    deleted: "pods deleted without a disruption mark (a person or another controller)",
+  };
+  const BELOW_GANG = "below its gang size: it holds fewer pods than its minMember";
+
+  function disruptionShort(reason) {
+    return DISRUPTION_SHORT[reason] || (reason ? String(reason) : "below its gang size");
+  }
+
+  function podCount(count) {
+    return `${count} ${Number(count) === 1 ? "pod" : "pods"}`;
+  }
+
+  function epoch(iso) {
+    const t = iso ? new Date(iso).getTime() : NaN;
+    return Number.isNaN(t) ? null : t;
+  }
+
+  // The spans a job spent disrupted, waiting to be whole again: a live job's current one (from
+  // its first lost pod's mark, or now if none carries a time, to now); a recorded job's episodes
+  // (each to its re-admission, else its end, else the job's end).
+  function disruptionSpans(job, now) {
+    const d = job.disruption;
+    if (d) {
+      const pods = (d.pods || []).length ? ` (${d.pods.join(", ")})` : "";
+      const title = `${job.name}: disrupted, ${disruptionShort(d.reason)}: ${podCount(d.pods_lost)} lost${pods}` +
+        (d.since ? ` since ${when(d.since)}` : "") + (d.requeued ? ", back in the queue" : "") +
+        (d.detail ? ` — ${d.detail}` : "");
+      return [{ start: epoch(d.since) ?? now, end: now, title }];
+    }
+    return (job.disruptions || []).map((episode) => {
+      const start = epoch(episode.started_at);
+      const end = epoch(episode.readmitted_at) ?? epoch(episode.ended_at) ?? epoch(job.finished_at) ?? now;
+      const pods = episode.pods || [];
+      const nodes = (episode.nodes || []).length ? ` on ${episode.nodes.join(", ")}` : "";
+      const back = episode.readmitted_at ? ", until re-admitted" : episode.requeued ? ", not re-admitted" : "";
+      const title = `${job.name}: disruption #${episode.number}, ${disruptionShort(episode.reason)}: ` +
+        `${podCount(pods.length)} lost${pods.length ? ` (${pods.join(", ")}${nodes})` : ""}` +
+        (start !== null ? `, ${duration(Math.max(0, end - start) / 1000)}` : "") + back +
+        (episode.detail ? ` — ${episode.detail}` : "");
+      return { start, end, title };
+    }).filter((span) => span.start !== null);
+  }
+
+  // A live job losing pods now: why, which, since when, whether it is back in its queue.
+  function disruptionCard(d, now) {
+    const pods = d.pods || [];
+    const since = epoch(d.since);
+    const entries = [
+      ["reason", d.reason ? DISRUPTION_WORDS[d.reason] || String(d.reason) : BELOW_GANG],
+      ["pods lost", pods.length ? `${d.pods_lost}: ${pods.join(", ")}` : String(d.pods_lost)],
+      ["since", since !== null ? `${when(d.since)} (${duration(Math.max(0, now - since) / 1000)} ago)` : "–"],
+      ["queue", d.requeued ? "back in the queue: below its gang size, waiting to be re-admitted"
+        : "not requeued: it still holds its gang size"],
+      ["detail", d.detail || "–"],
+    ];
+    return el("div", { class: "card disruption-card", id: "job-disruption" }, el("h3", {}, "What disrupted it"),
+      el("dl", {}, entries.flatMap(([k, v]) => [el("dt", {}, k), el("dd", { class: `disruption-${k.replace(" ", "-")}` }, v)])));
   }
 
   function badge(state, prefix) {
@@ -459,6 +536,7 @@
         link.append(svg("text", { x: label - 8, y: y + 16, "text-anchor": "end", class: "label" }, job.name));
       }
       const state = job.gang_state || job.state;
+      const live = job.live ?? !job.finished_at;
       if (state === "stuck") {  // no gang: part of its pods hold GPUs while the rest wait
         link.append(svg("rect", {
           x: x(queued), y: y + 4, width: Math.max(x(now) - x(queued), 2), height: row - 8, class: "bar bar-stuck",
@@ -468,33 +546,51 @@
       }
       const queuedEnd = admitted || finished || now;
       // A gang never admitted ends in its own colour (admission timeout, killed...), else grey.
-      const waitClass = !admitted && ENDED.includes(state) ? state : "queued";
+      const waitClass = !admitted && ended(state, live) ? state : "queued";
       link.append(svg("rect", {
         x: x(queued), y: y + 4, width: Math.max(x(queuedEnd) - x(queued), 2), height: row - 8,
         class: `bar bar-${waitClass}`,
       }, svg("title", {}, `${job.name}: ${waitClass === "queued" ? "queued" : state} ${duration(((queuedEnd) - queued) / 1000)}` +
         (job.reason && !admitted ? ` — ${job.reason}` : ""))));
       if (admitted) {
-        const runClass = ENDED.includes(state) ? state : "running";
+        const runClass = ended(state, live) ? state : "running";
         const runEnd = finished || now;
         link.append(svg("rect", {
           x: x(admitted), y: y + 4, width: Math.max(x(runEnd) - x(admitted), 2), height: row - 8,
           class: `bar bar-${runClass}`,
         }, svg("title", {}, `${job.name}: ${runClass} ${duration((runEnd - admitted) / 1000)}`)));
       }
+      // Disrupted: waiting again, hatched over the run (inset, so the run's colour shows round it).
+      for (const span of disruptionSpans(job, now)) {
+        const from = Math.max(span.start, admitted || queued);
+        const to = Math.max(span.end, from);
+        link.append(svg("rect", {
+          x: x(from), y: y + 7, width: Math.max(x(to) - x(from), 3), height: row - 14, class: "bar bar-disruption",
+        }, svg("title", {}, span.title)));
+      }
       chart.append(link);
     });
     return chart;
   }
 
-  function renderTimelines(data) {
+  // The timeline's entries with what the jobs table knows of the same jobs: live or recorded,
+  // the disruption a live one is in, the episodes a recorded one went through.
+  function withRows(entries, rows) {
+    const byJob = new Map(rows.map((row) => [`${row.namespace}/${row.name}`, row]));
+    return entries.map((entry) => {
+      const row = byJob.get(`${entry.namespace}/${entry.name}`);
+      return row ? { ...entry, live: row.live, disruption: row.disruption, disruptions: row.disruptions } : entry;
+    });
+  }
+
+  function renderTimelines(data, rows) {
     const box = clear(document.getElementById("timelines"));
     const now = new Date(data.now).getTime();
     if (!data.queues.length) box.append(el("p", { class: "muted" }, "No jobs to draw."));
     for (const entry of data.queues) {
       box.append(el("div", { class: "timeline", dataset: { queue: entry.queue } },
         el("h3", {}, `Queue ${entry.queue}`, " ", el("span", { class: "muted" }, `(${entry.jobs.length} jobs)`)),
-        timelineChart(entry.queue, entry.jobs, now, false)));
+        timelineChart(entry.queue, withRows(entry.jobs, rows), now, false)));
     }
   }
 
@@ -507,7 +603,9 @@
     if (jobs.status === "fulfilled") renderJobs(jobs.value);
     if (queues.status === "fulfilled") renderQueues(queues.value);
     if (jobs.status === "fulfilled" && queues.status === "fulfilled") renderPositions(queues.value);
-    if (timeline.status === "fulfilled") renderTimelines(timeline.value);
+    if (timeline.status === "fulfilled") {
+      renderTimelines(timeline.value, jobs.status === "fulfilled" ? jobs.value.jobs : []);
+    }
     const warnings = [jobs, queues, timeline].filter((r) => r.status === "fulfilled")
       .flatMap((r) => r.value.warnings || []);
     showWarnings(warnings);
@@ -581,9 +679,12 @@
       document.getElementById("job-cards").append(
         el("div", { class: "card position-card" }, el("h3", {}, "Place in queue"), el("p", { id: "job-position" }, job.position.summary)));
     }
-    if (job.reason) {
+    const now = new Date(data.generated_at).getTime();
+    if (job.disruption) {
+      document.getElementById("job-cards").append(disruptionCard(job.disruption, now));
+    } else if (job.reason) {
       document.getElementById("job-cards").append(
-        el("div", { class: "card reason-card" }, el("h3", {}, ENDED.includes(job.state) ? "How it ended" : job.state === "stuck" ? "Why it is stuck" : "Why it waits"),
+        el("div", { class: "card reason-card" }, el("h3", {}, ended(job.state, job.live) ? "How it ended" : job.state === "stuck" ? "Why it is stuck" : "Why it waits"),
           el("p", { id: "job-reason" }, job.reason)));
     }
 
@@ -625,9 +726,22 @@
 
     const timelineBox = clear(document.getElementById("job-timeline"));
     if (data.timeline) {
-      timelineBox.append(el("div", { class: "timeline" },
-        timelineChart(job.queue || "-", [data.timeline], new Date(data.generated_at).getTime(), true)));
+      const entry = { ...data.timeline, gang_state: job.state, reason: job.reason, live: job.live,
+        disruption: job.disruption, disruptions: job.disruptions };
+      timelineBox.append(el("div", { class: "timeline" }, timelineChart(job.queue || "-", [entry], now, true)));
     }
+
+    // The episodes its task recorded (a job whose objects are gone).
+    const episodes = job.disruptions || [];
+    document.getElementById("section-disruptions").hidden = episodes.length === 0;
+    table(document.getElementById("job-disruptions"), ["#", "Reason", "Pods", "Nodes", "Started", "Re-admitted", "Lasted", "Detail"],
+      episodes.map((d) => {
+        const start = epoch(d.started_at);
+        const end = epoch(d.readmitted_at) ?? epoch(d.ended_at) ?? epoch(job.finished_at);
+        return [d.number, disruptionShort(d.reason), (d.pods || []).join(", ") || null, (d.nodes || []).join(", ") || null,
+          when(d.started_at), d.readmitted_at ? when(d.readmitted_at) : d.requeued ? "not re-admitted" : "not requeued",
+          start !== null && end !== null ? duration(Math.max(0, end - start) / 1000) : null, d.detail || null];
+      }));
 
     const podgroup = clear(document.getElementById("job-podgroup"));
     if (data.podgroup) {
