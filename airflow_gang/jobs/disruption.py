@@ -17,7 +17,7 @@ not Nodes or Events):
 A pod is *lost* when it held a node after the gang was admitted and is then deleting, gone, or
 ended ``Failed`` with such a mark. A pod that failed on its own (an exit code) and that its
 controller replaces is the job's restart policy at work, not a disruption; pods going while a
-replica already ``Succeeded`` are the job's own cleanup. One *episode* runs from the first pod
+replica already ``Succeeded`` with no mark are the job's own cleanup. One *episode* runs from the first pod
 lost until nothing of the gang is terminating and it holds ``minMember`` pods again; pods lost
 meanwhile belong to it (a node takes all its pods, one at a time). An episode is *requeued*
 when the gang fell below ``minMember``: it waits in its queue again, like a new gang.
@@ -46,6 +46,7 @@ from airflow_gang.jobs.pod_losses import (
     holds_node,
     pod_loss,
     pod_uid,
+    ready,
 )
 from airflow_gang.timeline import parse_time
 
@@ -206,7 +207,7 @@ class DisruptionTracker:
         current = self._current
         if current is None:
             return DisruptionStep()
-        alive = sum(1 for pod in seen.pods if holds_node(pod))
+        alive = sum(1 for pod in seen.pods if ready(pod))
         terminating = any((pod.get("metadata") or {}).get("deletionTimestamp") for pod in seen.pods)
         if not current.requeued and alive < status.min_member:
             current.requeued = True
@@ -223,9 +224,9 @@ class DisruptionTracker:
 
     def _losses(self, pods: Iterable[JsonDict]) -> list[PodLoss]:
         pods = list(pods)
-        if any((pod.get("status") or {}).get("phase") == "Succeeded" for pod in pods):
-            self._held.clear()  # the job is ending: what goes now is its own cleanup
-            return []
+        # A replica that finished means the job is ending: a pod going now with no mark is its
+        # own cleanup (cleanPodPolicy), not a disruption. A marked one still is.
+        ending = any((pod.get("status") or {}).get("phase") == "Succeeded" for pod in pods)
         losses: list[PodLoss] = []
         present = set()
         for pod in pods:
@@ -241,12 +242,13 @@ class DisruptionTracker:
             deleting = (pod.get("metadata") or {}).get("deletionTimestamp")
             if mark is not None:
                 losses.append(mark)
-            elif deleting and (pod.get("status") or {}).get("phase") != "Failed":
+            elif deleting and not ending and (pod.get("status") or {}).get("phase") != "Failed":
                 losses.append(deleted_loss(pod))
             # else: Failed on its own (an exit code), replaced by the job's restart policy
         for uid in [uid for uid in self._held if uid not in present]:
             held = self._held.pop(uid)
-            losses.append(pod_loss(held) or deleted_loss(held))
+            if (mark := pod_loss(held)) is not None or not ending:
+                losses.append(mark or deleted_loss(held))
         return losses
 
     def _start(self, losses: list[PodLoss], queue: str | None, now: dt.datetime) -> Disruption:

@@ -108,7 +108,7 @@ def live_disruption(seen: GangSnapshot) -> JsonDict | None:
         )
         and (loss := pod_loss(pod)) is not None
     ]
-    alive = sum(1 for pod in seen.pods if holds_node(pod))
+    alive = sum(1 for pod in seen.pods if ready(pod))
     below = alive < status.min_member and (
         status.podgroup_phase == "Unknown" or status.job_condition == "Restarting"
     )
@@ -132,6 +132,12 @@ def holds_node(pod: JsonDict) -> bool:
     phase = (pod.get("status") or {}).get("phase") or "Pending"
     deleting = (pod.get("metadata") or {}).get("deletionTimestamp")
     return bool((pod.get("spec") or {}).get("nodeName")) and not deleting and phase in ("Pending", "Running")
+
+
+def ready(pod: JsonDict) -> bool:
+    """Holds its node, or already finished its part: what Volcano counts towards ``minMember``
+    (``ReadyTaskNum``: Bound, Running, Succeeded; volcano ``pkg/scheduler/api/job_info.go:925-934``)."""
+    return holds_node(pod) or (pod.get("status") or {}).get("phase") == "Succeeded"
 
 
 def pod_uid(pod: JsonDict) -> str:

@@ -211,7 +211,7 @@ class GangJobOperator(GangWaitArguments):
             state_store.record_end(context, job, "admission_timeout", reason=str(error))
             raise error
         if end.kind == "disrupted" and end.give_up is not None:
-            return self._disrupted(context, job, end.give_up, self._waiter.disruptions.to_json())
+            return self._disrupted(context, job, end.give_up, end.admitted_at)
         if end.kind == "queue_mismatch":  # a retry would land in the same queue: fail for good
             gone = self._give_up(job, "its PodGroup is in another queue than asked")
             wrong = observation.queue_mismatch(
@@ -232,12 +232,13 @@ class GangJobOperator(GangWaitArguments):
             self.hook, job, reason, gang_scheduling=self.gang_mode, job_kind=self.job_kind, logger=self.log
         )
 
-    def _disrupted(self, context: Context, job: JsonDict, give_up: GiveUp, episodes: list[JsonDict]) -> Any:
+    def _disrupted(self, context: Context, job: JsonDict, give_up: GiveUp, admitted_at: str | None) -> Any:
         """The ``on_disruption`` policy gave the running gang up: delete it and fail the try."""
-        gone = self._give_up(job, give_up.message)
-        seconds = self.admission_timeout_seconds()
+        episodes = self._waiter.disruptions.to_json() if self._waiter is not None else []
+        gone, seconds = self._give_up(job, give_up.message), self.admission_timeout_seconds()
         error = job_given_up(job, self.job_kind.kind, give_up, episodes, deleted=gone, waited_seconds=seconds)
-        state_store.record_end(context, job, give_up.end_state, reason=str(error), disruptions=episodes)
+        details: JsonDict = {"reason": str(error), "disruptions": episodes, "admitted_at": admitted_at}
+        state_store.record_end(context, job, give_up.end_state, **details)
         raise error
 
     # --- deferral -----------------------------------------------------------------------------
@@ -276,12 +277,13 @@ class GangJobOperator(GangWaitArguments):
         if ended.status is EventStatus.LOST:
             return self._job_lost(context, known)
         error = ended.to_exception(waited_seconds=self.admission_timeout_seconds())
-        episodes = list(ended.disruptions)
+        episodes, admitted_at = list(ended.disruptions), ended.admitted_at
         if ended.is_execution_timeout:  # the task gives up: nobody will wait for the job
             state_store.record_end(context, known, "timed_out", reason=ended.message)
             self._give_up(known, ended.message)
         elif (state := TRIGGER_DELETED.get(ended.status)) is not None:  # the trigger deleted the job
-            state_store.record_end(context, known, state, reason=str(error), disruptions=episodes)
+            details: JsonDict = {"reason": str(error), "disruptions": episodes, "admitted_at": admitted_at}
+            state_store.record_end(context, known, state, **details)
         if error is not None:
             raise error
         with self._riding_out_outages(name, namespace) as hook:

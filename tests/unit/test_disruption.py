@@ -283,3 +283,17 @@ def test_the_page_sees_a_disruption_from_the_objects_alone() -> None:
         job(succeeded=True), podgroup("Running"), [volcano_evicted(1, "preempt")], "provider"
     )
     assert live_disruption(done) is None
+
+
+def test_a_marked_loss_counts_even_while_other_replicas_have_finished() -> None:
+    """Script replicas (and uneven ranks) finish apart: a mark still tells a disruption, and a
+    replica that succeeded still counts towards minMember, as Volcano's ReadyTaskNum counts it."""
+    tracker = DisruptionTracker("wait", 3, readmission_timeout=60)
+    look(tracker, running())
+    taken = [pod(0), pod(1, phase="Succeeded"), pod(2), volcano_evicted(3, "preempt")]
+    step = look(tracker, taken)
+    assert step.started is not None
+    assert step.started.reason is DisruptionReason.PREEMPTED
+    back = look(tracker, [pod(0), pod(1, phase="Succeeded"), pod(2), pod(3, uid="again")])
+    assert back.ended is not None
+    assert back.ended.readmitted_at is not None
