@@ -10,7 +10,7 @@ preemptor gang comes before the pending pods its victims' controller recreated);
 to a node (``status.nominatedNodeName``) tries that node first when its FutureIdle fits
 (:795-804); a pod that fits no node's idle resources is *Pipelined* on a node whose
 FutureIdle — idle plus what terminating pods still hold, less what is pipelined already — fits
-it (:895-975). A gang placed whole is bound, its pipelined pods wait; a gang that is only
+it (:882-985). A gang placed whole is bound, its pipelined pods wait; a gang that is only
 pipelined keeps its places for the session and binds nothing (:343, :854-862). Terminating pods
 hold their node's resources until they are gone, so the preemptor is bound by a later session
 once its victims have gone. Still not simulated in allocate: the queue order and proportion's

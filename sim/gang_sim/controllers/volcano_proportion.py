@@ -8,7 +8,7 @@ ignored, as a pod's request never carries it (``api/pod_info.go:68-72``).
 
 `Proportion` is the proportion plugin (``plugins/proportion/proportion.go``): each queue that
 has jobs in the session gets a *deserved* share of the cluster by weight, water-filled
-(:226-266) — what a queue asks for (its pods' requests, running or pending) caps its share, and
+(:199-266) — what a queue asks for (its pods' requests, running or pending) caps its share, and
 what it does not use goes round again to the others — capped by its ``capability`` and raised
 to its ``guarantee``. Its ``allocated`` starts from its pods that hold a node (Bound, Binding,
 Running, Allocated) and follows the session's pipelines and evictions (:494-537). It answers
@@ -166,7 +166,7 @@ class Proportion:
         cap = capacity.parse_resources((queue.get("spec") or {}).get("capability"))
         for resource, limit in cap.items():
             if resource in IGNORED or (resource in ALWAYS and limit <= 0):
-                continue  # a missing or zero cpu/memory capability is unlimited (:119-126)
+                continue  # a missing or zero cpu/memory capability is unlimited (:121-127)
             if resource in real:
                 real[resource] = min(real[resource], limit)
         return QueueAttr(name, queue_weight(queue), real, guarantee)

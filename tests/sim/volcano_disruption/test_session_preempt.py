@@ -170,8 +170,8 @@ def _plugins_with(votes: dict[str, list[str]], tiers: str) -> tuple[Plugins, lis
 
 def test_votes_intersect_within_a_tier_and_an_empty_answer_passes_the_decision_on() -> None:
     """session_plugins.go:225-271@v1.16.0-alpha.1 walked step by step: lists intersect within a
-    tier (:250-263); an empty list sets nil and ends the tier (:242-244), the next tier deciding
-    (:266-268); an intersection with nothing in common is nil too, so the tier's next plugin
+    tier (:246-262); an empty list sets nil and ends the tier (:242-244), the next tier deciding
+    (:265-267, :270); an intersection with nothing in common is nil too, so the tier's next plugin
     starts again from its own list; the first tier with victims wins."""
     tiers = (
         "- plugins: [{name: gang}, {name: conformance}, {name: proportion}]\n"

@@ -66,7 +66,7 @@ def test_reclaim_takes_what_gang_spares_and_pipelines_the_gang_of_the_owed_queue
 
 def test_a_full_gang_is_spared_by_gang_but_the_vote_falls_through_to_proportion() -> None:
     """session_plugins.go:225-271@v1.16.0-alpha.1: gang's empty list (gang.go:97-125, a job at
-    minAvailable gives none) ends tier 1 with nil (:242-244), so tier 2 decides alone (:268-270):
+    minAvailable gives none) ends tier 1 with nil (:242-244), so tier 2 decides alone (:265-267):
     proportion.go:288-319@v1.16.0-alpha.1 takes team-b's pods while it is over its deserved share.
     The victim gang, below minMember with pods Running and Unschedulable this session, is
     Unknown (framework/session.go:583-585@v1.16.0-alpha.1; gang.go:262-270 message)."""
@@ -110,7 +110,7 @@ def test_when_gang_shares_a_tier_with_proportion_its_empty_list_settles_the_vote
 def test_conformance_protects_kube_system_only_while_its_tier_decides() -> None:
     """conformance.go:47-66@v1.16.0-alpha.1 drops kube-system pods; its empty list ends tier 1
     (session_plugins.go:242-244@v1.16.0-alpha.1) and tier 2's proportion then takes them
-    (:268-270; issue #5896). With proportion's reclaim vote off, they stay."""
+    (:265-267; issue #5896). With proportion's reclaim vote off, they stay."""
     result = reclaim_scene(b_min=2, b_namespace="kube-system")
     assert [reason for _, reason in evicted(result)] == ["reclaim", "reclaim"]
     no_vote = conf(
@@ -145,7 +145,7 @@ def test_a_queue_marked_not_reclaimable_keeps_its_pods() -> None:
 
 
 def test_bound_pods_are_not_reclaimed() -> None:
-    """reclaim.go:186-188@v1.16.0-alpha.1: only Running pods are reclaimees (preempt also takes
+    """reclaim.go:194@v1.16.0-alpha.1: only Running pods are reclaimees (preempt also takes
     Bound ones: api/helpers.go:70-77@v1.16.0-alpha.1)."""
     b = podgroup("b", 2, queue="team-b", phase="Running")
     a = podgroup("a", 2, queue="team-a", phase="Inqueue", created="2026-01-01T00:01:00Z")
@@ -191,7 +191,7 @@ def test_preemptable_false_on_a_pod_keeps_it_and_the_others_go() -> None:
 def test_the_preemptor_is_bound_on_its_nominated_node_once_the_victims_are_gone() -> None:
     """Next sessions: terminating victims are Releasing and still hold node-1
     (api/helpers.go:41-53@v1.16.0-alpha.1), so allocate pipelines the gang onto node-1's
-    FutureIdle, nominated node first (actions/allocate/allocate.go:795-804, 895-975@v1.16.0-alpha.1),
+    FutureIdle, nominated node first (actions/allocate/allocate.go:795-804, 882-985@v1.16.0-alpha.1),
     evicting nothing more; once they are gone it binds there."""
     first = reclaim_scene(b_min=2)
     b = podgroup("b", 2, queue="team-b", phase="Running")
