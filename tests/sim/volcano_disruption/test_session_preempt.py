@@ -198,3 +198,19 @@ def test_votes_intersect_within_a_tier_and_an_empty_answer_passes_the_decision_o
         "- plugins: [{name: gang, enableReclaimable: false}, {name: proportion}]\n",
     )
     assert [t.key[1] for t in plugins.reclaimable(tasks[0], tasks)] == ["low-worker-1"]
+
+
+def test_inside_one_job_a_pod_of_higher_task_priority_takes_a_running_one() -> None:
+    """preempt.go:239-295@v1.16.0-alpha.1: each pending pod of a starving job may take Running or
+    Bound pods of its own job, committed pod by pod with no pipelined check; priority.go:136-143
+    compares task priority (``volcano.sh/task-priority`` over ``spec.priority``,
+    api/job_info.go:243-251@v1.16.0-alpha.1), strictly lower."""
+    job = podgroup("j", 3, phase="Running")
+    members = running("j", 2, ["node-1", "node-1"]) + pods("j", 3)[2:]
+    members[2]["metadata"]["annotations"]["volcano.sh/task-priority"] = "10"
+    result = session(HELM_PREEMPT, [job], members, nodes=1, queues=())
+    assert evicted(result) == [("j-worker-0", "preempt")]
+    assert result.nominated == {("ml", "j-worker-1"): "node-1"}
+    # Equal task priorities: nothing to take.
+    members[2]["metadata"]["annotations"].pop("volcano.sh/task-priority")
+    assert session(HELM_PREEMPT, [job], members, nodes=1, queues=()).evictions == []
