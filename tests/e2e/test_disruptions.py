@@ -25,6 +25,7 @@ from kubernetes import client as k8s
 from airflow_gang.naming import DAG_ID_LABEL, safe_label_value
 from gang_sim.cluster import SimCluster
 from tests.e2e.conftest import task_states
+from tests.statsd_listener import airflow_sending_to
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.usefixtures("kube_connection")
@@ -108,12 +109,18 @@ def test_wait_rides_out_a_lost_node_and_the_gang_is_readmitted_on_what_is_left(
     api: k8s.ApiClient,
     tmp_path: Path,
     capfd: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
     deferrable: bool,
 ) -> None:
     out = tmp_path / "out.json"
     dag = write_dag(DAG, deferrable=deferrable, policy="wait", seconds=8, out=str(out))
-    with NodeKiller(cluster, api, dag.dag_id) as killer:
+    with airflow_sending_to(monkeypatch) as statsd, NodeKiller(cluster, api, dag.dag_id) as killer:
         dag_run = dag.test()
+        (disruption,) = statsd.wait_for("airflow.gang.disruptions")
+        (readmission,) = statsd.wait_for("airflow.gang.disruption_seconds")
+    assert disruption[1:] == (1, "c")
+    assert readmission[2] == "ms"
+    assert 1000 < readmission[1] < 60_000  # lost at the taint eviction, back once the Node was deleted
     assert task_states(dag_run) == {"train": "success", "record": "success"}
     (ti,) = [t for t in dag_run.get_task_instances() if t.task_id == "train"]
     assert ti.try_number == 1  # ridden out within the try
