@@ -88,7 +88,8 @@ class SessionTiming:
 
 
 class Volcano(Controller):
-    """vc-scheduler's enqueue + allocate, every ``schedule_period`` seconds (Volcano's default 1 s)."""
+    """vc-scheduler's sessions every ``schedule_period`` seconds (Volcano's default 1 s): enqueue
+    and allocate, then preempt and reclaim when ``scheduler_conf`` lists them."""
 
     name: ClassVar[str] = "volcano"
     kinds: ClassVar[tuple[Kind, ...]] = (NODES, PODS, PODGROUPS, QUEUES, PRIORITY_CLASSES)
