@@ -171,6 +171,7 @@ class DisruptionTracker:
         self.readmission_timeout = readmission_timeout
         self.episodes: list[Disruption] = []
         self._held: dict[str, JsonDict] = {}  # uid -> the pod as last seen holding a node
+        self._counted: set[str] = set()  # uids of pods already counted as lost
         self._current: Disruption | None = None
 
     @property
@@ -236,10 +237,16 @@ class DisruptionTracker:
                 self._held[uid] = pod
                 continue
             held = self._held.pop(uid, None)
-            if held is None:
-                continue
             mark = pod_loss(pod)
             deleting = (pod.get("metadata") or {}).get("deletionTimestamp")
+            if held is None:
+                # Taken before this wait first looked (a wait that just started or resumed):
+                # its mark still tells, while the pod is there.
+                if mark is not None and uid not in self._counted:
+                    self._counted.add(uid)
+                    losses.append(mark)
+                continue
+            self._counted.add(uid)
             if mark is not None:
                 losses.append(mark)
             elif deleting and not ending and (pod.get("status") or {}).get("phase") != "Failed":

@@ -318,6 +318,22 @@ DISRUPTION_WAIT_IN_WORKER = disruption_dag(
 )
 DISRUPTION_RETRY = disruption_dag("rs_disruption_retry", "retry", deferrable=True, retries=1)
 
+# Three deferred 2-GPU gangs (20 s each) mapped on the 4-GPU pool: two run at once, one per node,
+# while a node is drained (tests/realstack/test_disruptions.py).
+DISRUPTION_DRAIN_SWEEP = (
+    _HEADER
+    + """
+with DAG(
+    "rs_disruption_drain_sweep", schedule=None, start_date=dt.datetime(2026, 1, 1), catchup=False
+) as dag:
+    PyTorchJobOperator.partial(
+        task_id="train", image="ghcr.io/acme/train:1", workers=1, resources={"nvidia.com/gpu": 1},
+        deferrable=True, on_disruption="wait", admission_timeout=180, retries=0, poll_interval=5,
+        pod_template=work(20),
+    ).expand(env=[{"SWEEP_INDEX": str(i)} for i in range(3)])
+"""
+)
+
 DAG_FILES = {
     "rs_adopt_after_kill": ADOPT_AFTER_KILL,
     "rs_gang_sweep": GANG_SWEEP,
@@ -339,4 +355,5 @@ DAG_FILES = {
     "rs_disruption_wait": DISRUPTION_WAIT,
     "rs_disruption_wait_in_worker": DISRUPTION_WAIT_IN_WORKER,
     "rs_disruption_retry": DISRUPTION_RETRY,
+    "rs_disruption_drain_sweep": DISRUPTION_DRAIN_SWEEP,
 }

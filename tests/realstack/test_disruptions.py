@@ -14,6 +14,10 @@ that is gone; the package's cluster must keep both nodes for the tests after thi
   with `GangJobDisrupted`, and the retry's new job, told the same ``GANG_CHECKPOINT_DIR``,
   succeeds. The try-1 job is gone before the try-2 job exists: never two at once.
 
+- a drain (cordon + evictions through the Eviction API) of one node under a running sweep of
+  three 2-GPU gangs: every task succeeds, the evicted gang waits for the other node and is
+  re-admitted there, and the Gang jobs page lists its recorded disruption.
+
 A watch records every PyTorchJob the DAG creates or deletes, so "one job per try, never two at
 once" is seen, not inferred. The node is Ready again before the next test.
 """
@@ -31,6 +35,7 @@ from kubernetes import watch as k8s_watch
 
 from airflow_gang.naming import DAG_ID_LABEL, TRY_NUMBER_LABEL, safe_label_value
 from gang_sim.cluster import SimCluster
+from gang_sim.drain import cordon, drain_node
 from gang_stack import AirflowStack
 from tests.e2e.test_scenarios import PYTORCHJOBS
 from tests.realstack.conftest import component_logs
@@ -177,3 +182,71 @@ def test_retry_deletes_the_disrupted_job_and_the_retry_succeeds_with_the_same_ch
         ("DELETED", "2"),  # delete_on_finish="on_success"
     ], jobs.seen
     assert told == {f"/ckpt/{dag_id}/train/{run_id}"}
+
+
+@pytest.mark.usefixtures("node_restored")
+def test_a_drain_under_a_running_sweep_is_ridden_out_and_shown_on_the_page(
+    stack: AirflowStack, cluster: SimCluster, api: k8s.ApiClient
+) -> None:
+    dag_id = "rs_disruption_drain_sweep"
+    core = k8s.CoreV1Api(api)
+    selector = f"{DAG_ID_LABEL}={safe_label_value(dag_id)}"
+
+    def two_gangs_running() -> bool:
+        pods = core.list_namespaced_pod("default", label_selector=selector).items
+        return sum(p.status.phase == "Running" for p in pods) == 4
+
+    def watching() -> int:
+        """Tasks whose trigger has looked at their running gang."""
+        deferred = [
+            ti["map_index"] for ti in stack.client.task_instances(dag_id, run_id) if ti["state"] == "deferred"
+        ]
+        logs = [stack.client.task_log(dag_id, run_id, "train", 1, map_index=index) for index in deferred]
+        return sum("gang admitted job=" in log for log in logs)
+
+    with job_log(api, dag_id) as jobs:
+        run_id = stack.client.trigger(dag_id)
+        eventually(two_gangs_running, timeout=90, message="two gangs never ran together")
+        # Drained while their triggers watch: an eviction during the hand-over to the triggerer,
+        # whose pods are gone before the trigger's first look, leaves nothing to see.
+        eventually(lambda: watching() >= 2, timeout=60, message="no trigger watched the running gangs")
+        try:
+            result = drain_node(core, "sim-node-1", timeout=60, retry_interval=1)
+            assert result.complete, result
+            ours = {name for _, _, name in jobs.seen}  # (another DAG's job may share the node)
+            evicted = [pod for pod in result.evicted if job_of(pod) in ours]
+            assert len(evicted) == 2, (result, jobs.seen)  # the master and worker of the gang there
+            (drained_job,) = {job_of(pod) for pod in evicted}
+            state = stack.client.wait_for_run(dag_id, run_id, timeout=RUN_TIMEOUT)
+        finally:
+            cordon(core, "sim-node-1", unschedulable=False)
+    assert state == "success", component_logs(stack)
+    assert [kind for kind, _, _ in jobs.seen].count("ADDED") == 3, jobs.seen  # one job per task, no twin
+    tis = stack.client.task_instances(dag_id, run_id)
+    assert [ti["state"] for ti in sorted(tis, key=lambda ti: ti["map_index"])] == ["success"] * 3
+    logs = {
+        ti["map_index"]: stack.client.task_log(dag_id, run_id, "train", 1, map_index=ti["map_index"])
+        for ti in tis
+    }
+    disrupted = [index for index, log in logs.items() if f"gang disrupted job=default/{drained_job}" in log]
+    told = "\n".join(
+        f"[{i}] {line}" for i, log in logs.items() for line in log.splitlines() if "gang" in line
+    )
+    assert len(disrupted) == 1, f"{drained_job}\n{told}"
+    log = logs[disrupted[0]]
+    assert "evicted: " in log
+    assert "Eviction API: evicting" in log
+    assert f"gang re-admitted job=default/{drained_job}" in log
+    page = stack.client.call("GET", f"/gang/api/jobs?dag_id={dag_id}")
+    rows = {job["name"]: job for job in page["jobs"] if job["airflow"]["run_id"] == run_id}
+    assert {row["state"] for row in rows.values()} == {"succeeded"}
+    (episode,) = rows[drained_job]["disruptions"]
+    assert episode["reason"] == "evicted"
+    assert episode["nodes"] == ["sim-node-1"]
+    assert episode["readmitted_at"] is not None
+    assert all(not row["disruptions"] for name, row in rows.items() if name != drained_job)
+
+
+def job_of(pod: str) -> str:
+    """``default/<job>-master-0`` -> ``<job>``."""
+    return pod.split("/", 1)[1].rsplit("-", 2)[0]

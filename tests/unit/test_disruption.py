@@ -297,3 +297,16 @@ def test_a_marked_loss_counts_even_while_other_replicas_have_finished() -> None:
     back = look(tracker, [pod(0), pod(1, phase="Succeeded"), pod(2), pod(3, uid="again")])
     assert back.ended is not None
     assert back.ended.readmitted_at is not None
+
+
+def test_a_pod_taken_before_the_first_look_counts_by_its_mark_once() -> None:
+    """A trigger starts a few seconds after the task deferred: an eviction in between is still
+    seen while the evicted pod is Terminating, and counted once however many looks see it."""
+    tracker = DisruptionTracker("wait", 3, readmission_timeout=60)
+    taken = [pod(0), pod(1), pod(2), volcano_evicted(3, "reclaim")]
+    first = look(tracker, taken, pg="Unknown")
+    assert first.started is not None
+    assert first.started.pods == ["train-worker-2"]
+    again = look(tracker, taken, pg="Unknown")
+    assert again.started is None
+    assert tracker.episodes[0].pods == ["train-worker-2"]
