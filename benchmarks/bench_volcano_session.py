@@ -93,7 +93,8 @@ def _serve(options: dict[str, Any], conn: Connection) -> None:
         logging.getLogger(name).setLevel(logging.CRITICAL)
     tune_garbage_collection()
     try:
-        with SimCluster(**options) as cluster:
+        # The upstream node grace period: Lease renewals every 10 s, not the simulator's 0.5 s.
+        with SimCluster(**{"node_monitor_grace_period": 40.0, **options}) as cluster:
             assert isinstance(cluster.controllers, ControllerManager)
             volcano = next(c for c in cluster.controllers.controllers if isinstance(c, Volcano))
             conn.send(cluster.kubeconfig_path)

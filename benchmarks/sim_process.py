@@ -51,6 +51,10 @@ def cluster_process(
     :param quiet: loggers silenced in the child for the whole run.
     :param stop_timeout: seconds to wait for a clean stop before terminating the child.
     """
+    # The upstream node grace period (40 s): the kubelets renew their Leases every 10 s, as on a
+    # real cluster, instead of twice a second (the simulator's 2 s default, for disruption tests),
+    # which would load the API server with writes the measured provider never sees.
+    options = {"node_monitor_grace_period": 40.0, **options}
     context = multiprocessing.get_context("spawn")
     parent, child = context.Pipe()
     stop = context.Event()
