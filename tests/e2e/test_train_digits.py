@@ -12,20 +12,25 @@ when ``-m 'not train'`` deselects it) should not pay for importing torch.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
 import re
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from kubernetes import client as k8s
 
+from airflow_gang.naming import DAG_ID_LABEL, safe_label_value
 from gang_sim.cluster import SimCluster
 from tests.e2e.conftest import task_states
+from tests.waiting import eventually
 
 MISSING = [name for name in ("torch", "sklearn") if importlib.util.find_spec(name) is None]
 pytestmark = [
@@ -183,3 +188,78 @@ def test_a_two_replica_pytorchjob_trains_with_ddp_on_the_process_runtime(
     assert summary["epochs"] == total
     assert summary["accuracy"] > THRESHOLD
     assert summary["accuracy"] == pytest.approx(printed[-1], abs=1e-4)
+
+
+RESUME_DAG = """
+import datetime as dt
+from airflow.sdk import DAG
+from airflow_gang.operators.pytorch_job import PyTorchJobOperator
+from airflow_gang.retry import gang_retry_policy
+
+with DAG("__DAG_ID__", schedule=None, start_date=dt.datetime(2026, 1, 1), catchup=False) as dag:
+    PyTorchJobOperator(
+        task_id="train",
+        image="python:3.12-slim",
+        command=[__PYTHON__, __SCRIPT__, "--epochs", "12", "--epoch-delay", "0.5"],
+        workers=1,
+        resources={"cpu": 1, "memory": "1Gi"},
+        deferrable=True,
+        poll_interval=0.2,
+        admission_timeout=120,
+        on_disruption="retry",
+        checkpoint_dir=__CHECKPOINTS__ + "/{{ dag.dag_id }}/{{ run_id }}",
+        retries=1,
+        retry_delay=dt.timedelta(seconds=0),
+        retry_policy=gang_retry_policy(disruption_retry_delay=0),
+    )
+"""
+
+
+@pytest.mark.usefixtures("kube_connection")
+@pytest.mark.timeout(300)
+def test_a_retry_after_a_lost_node_resumes_from_the_checkpoint(
+    write_dag: Callable[..., Any], cluster: SimCluster, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """docs/disruptions.md: ``on_disruption="retry"`` gives up the job whose node went away, and the
+    retry's new job, told the same ``GANG_CHECKPOINT_DIR``, goes on from the last saved epoch."""
+    dag = write_dag(RESUME_DAG, python=sys.executable, script=SCRIPT, checkpoints=str(tmp_path))
+    killed: list[str] = []
+
+    def kill_the_masters_node_after_epoch_3() -> None:
+        with cluster.api_client() as api:
+            core = k8s.CoreV1Api(api)
+            selector = f"{DAG_ID_LABEL}={safe_label_value(dag.dag_id)}"
+
+            def master_at_epoch_3() -> k8s.V1Pod | None:
+                for pod in core.list_namespaced_pod("default", label_selector=selector).items:
+                    if pod.metadata.name.endswith("-master-0") and pod.status.phase == "Running":
+                        with contextlib.suppress(k8s.ApiException):
+                            if "epoch 3/12" in core.read_namespaced_pod_log(pod.metadata.name, "default"):
+                                return pod
+                return None
+
+            master = eventually(master_at_epoch_3, timeout=120, message="the master never reached epoch 3")
+            killed.append(master.spec.node_name)
+            # Down 8 s: the taint eviction controller deletes its pods after 2 + 3 s; they go once
+            # the machine is back and its kubelet confirms.
+            cluster.set_faults({"node_failures": [{"at": 0, "node": master.spec.node_name, "duration": 8}]})
+
+    killer = threading.Thread(target=kill_the_masters_node_after_epoch_3, daemon=True)
+    killer.start()
+    try:
+        dag_run = dag.test()
+    finally:
+        killer.join(timeout=10)
+        cluster.clear_faults()
+    output = capfd.readouterr().out
+    assert killed, output[-5000:]
+    assert task_states(dag_run) == {"train": "success"}, output[-5000:]
+    (ti,) = dag_run.get_task_instances()
+    assert ti.try_number == 2
+    assert "disrupted (node lost) with on_disruption='retry'" in output
+    resumed = re.findall(r"resumed from epoch (\d+)/12", output)
+    assert resumed, output[-5000:]
+    assert int(resumed[-1]) >= 3  # the retry went on from where the lost job got to
+    assert [int(n) for n, _, _ in EPOCH.findall(output.split("resumed from epoch")[-1])] == list(
+        range(int(resumed[-1]) + 1, 13)
+    )
