@@ -12,6 +12,13 @@ whole gang; then it is deleted and `gang_retry_policy()` retries the task after
 `retry_delay_seconds`, with a fresh job, up to `retries` times. Other failures (a bad spec, a
 replica exiting with a code the script chose) fail at once.
 
+A shared pool also takes GPUs back (docs/disruptions.md): with `on_disruption="wait"` a gang
+that loses pods to preemption, reclaim or a lost node is brought back by its own restart and
+re-admitted; past `max_disruptions` (or `admission_timeout` after a disruption) the job is
+given up and retried. Every try is told the same `GANG_CHECKPOINT_DIR` (the `checkpoint_dir`
+param, or `[gang] checkpoint_root`): the script saves each epoch there and a new try's job
+prints `resumed from epoch N/E` and goes on from there.
+
 Settings: params override the Airflow Variables `gang_kubernetes_conn_id`, `gang_namespace`,
 `gang_queue`, `gang_image` and `gang_registry_dir`; the defaults suit the embedded cluster
 (`airflow-gang sim`). With its *process* runtime (`make demo-train`) the replicas really run the
@@ -60,6 +67,9 @@ with DAG(
         "queue": Param(None, type=["null", "string"], description="Volcano queue"),
         "image": Param(None, type=["null", "string"]),
         "registry_dir": Param(None, type=["null", "string"], description="where promoted models go"),
+        "checkpoint_dir": Param(
+            None, type=["null", "string"], description="shared storage for checkpoints, kept across tries"
+        ),
     },
 ) as dag:
 
@@ -85,6 +95,10 @@ with DAG(
         kubernetes_conn_id=setting("kubernetes_conn_id", "kubernetes_default"),
         deferrable=True,
         admission_timeout=dt.timedelta(minutes=10),
+        on_disruption="wait",
+        max_disruptions=3,
+        # Empty when unset: then [gang] checkpoint_root, if configured, gives the location.
+        checkpoint_dir="{{ params.checkpoint_dir or '' }}",
         retries=3,
         retry_delay=dt.timedelta(minutes=2),
         retry_policy=gang_retry_policy(admission_retry_delay=dt.timedelta(minutes=5)),
