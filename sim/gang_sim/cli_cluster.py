@@ -132,7 +132,7 @@ def _add_topology(parser: argparse.ArgumentParser) -> None:
         type=parse_scheduler_conf,
         metavar="FILE",
         help="Volcano's volcano-scheduler.conf (actions and plugin tiers), as vc-scheduler's flag of the "
-        "same name; e.g. actions: \"enqueue, allocate, preempt, reclaim, backfill\" turns on preemption "
+        'same name; e.g. actions: "enqueue, allocate, preempt, reclaim, backfill" turns on preemption '
         "(default: Volcano's compiled-in enqueue, allocate, backfill); see docs/volcano-preemption.md",
     )
     parser.add_argument(

@@ -90,7 +90,7 @@ class SimCluster:
         `FaultSpecError` here, before anything starts.
     :param node_monitor_grace_period: seconds a node may stay silent before the node lifecycle
         controller marks it ``Unknown`` and taints it ``unreachable`` (kube-controller-manager's
-        ``--node-monitor-grace-period``: 40 s, 50 s from v1.32; 2 s here). The kubelets renew their
+        ``--node-monitor-grace-period``: 40 s, 50 s from v1.32; 10 s here). The kubelets renew their
         Lease every quarter of it.
     :param default_not_ready_toleration_seconds: kube-apiserver's
         ``--default-not-ready-toleration-seconds`` (300 upstream; 3 here).

@@ -30,7 +30,8 @@ from tests.waiting import eventually
 
 pytestmark = pytest.mark.usefixtures("kube_connection")
 MODES = pytest.mark.parametrize("deferrable", [False, True], ids=["sync", "deferrable"])
-# The simulator's node grace period (2 s) and default toleration (3 s) have run out by then.
+TRAINJOBS = ("trainer.kubeflow.org", "v1alpha1", "default", "trainjobs")
+# The cluster's node grace period (3 s) and default toleration (3 s) have run out by then.
 DELETE_NODE_AFTER = 8
 
 
@@ -38,7 +39,7 @@ DELETE_NODE_AFTER = 8
 def cluster() -> Iterator[SimCluster]:
     """Three nodes of 2 GPUs: a 4-GPU gang fills two, and fits again on the two that are left.
     One per test: a test deletes a Node, as the cloud does with a VM that went away."""
-    with SimCluster(nodes=3, gpus_per_node=2, schedule_period=0.2) as running:
+    with SimCluster(nodes=3, gpus_per_node=2, schedule_period=0.2, node_monitor_grace_period=3.0) as running:
         yield running
 
 
@@ -69,11 +70,12 @@ with DAG("__DAG_ID__", schedule=None, start_date=dt.datetime(2026, 1, 1), catchu
 
 class NodeKiller:
     """Once every replica of the first job of ``dag_id`` runs, kill the node of its master and
-    have the cloud delete that Node after the taint eviction controller has deleted its pods (which
-stay Terminating: nobody confirms), as when a spot VM goes away."""
+        have the cloud delete that Node after the taint eviction controller has deleted its pods (which
+    stay Terminating: nobody confirms), as when a spot VM goes away."""
 
-    def __init__(self, cluster: SimCluster, api: k8s.ApiClient, dag_id: str) -> None:
+    def __init__(self, cluster: SimCluster, api: k8s.ApiClient, dag_id: str, *, replicas: int = 4) -> None:
         self.cluster, self.core, self.dag_id = cluster, k8s.CoreV1Api(api), dag_id
+        self.custom, self.replicas = k8s.CustomObjectsApi(api), replicas
         self.killed: dict[str, str] = {}
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -87,15 +89,21 @@ stay Terminating: nobody confirms), as when a spot VM goes away."""
 
     def _pods(self) -> list[Any]:
         selector = f"{DAG_ID_LABEL}={safe_label_value(self.dag_id)}"
-        return list(self.core.list_namespaced_pod("default", label_selector=selector).items)
+        pods = list(self.core.list_namespaced_pod("default", label_selector=selector).items)
+        # A TrainJob's pods carry its JobSet's labels, not the provider's: found through the job.
+        for job in self.custom.list_namespaced_custom_object(*TRAINJOBS, label_selector=selector)["items"]:
+            jobset = f"jobset.sigs.k8s.io/jobset-name={job['metadata']['name']}"
+            pods += self.core.list_namespaced_pod("default", label_selector=jobset).items
+        return pods
 
     def _run(self) -> None:
         def all_running() -> bool:
             pods = self._pods()
-            return len(pods) == 4 and all(p.status.phase == "Running" for p in pods)
+            return len(pods) == self.replicas and all(p.status.phase == "Running" for p in pods)
 
         eventually(all_running, timeout=60, message="the gang never ran")
-        master = next(p for p in self._pods() if p.metadata.name.endswith("-master-0"))
+        pods = sorted(self._pods(), key=lambda p: p.metadata.name)
+        master = next((p for p in pods if p.metadata.name.endswith("-master-0")), pods[0])
         node = master.spec.node_name
         self.killed = {"node": node, "master": master.metadata.name}
         failure = {"at": 0, "node": node, "delete_node_after": DELETE_NODE_AFTER}
@@ -181,3 +189,48 @@ def test_retry_deletes_the_disrupted_job_and_the_next_try_succeeds_with_the_same
     assert "a retry starts clean" in output  # seen gone before the try failed
     # Every replica of both tries was told the one checkpoint location of the task instance.
     assert seen_env == [f"/ckpt/{dag.dag_id}/train"]
+
+
+TRAINJOB_DAG = """
+import datetime as dt, json
+from airflow.sdk import DAG, task
+from airflow_gang.operators.train_job import TrainJobOperator
+
+with DAG("__DAG_ID__", schedule=None, start_date=dt.datetime(2026, 1, 1), catchup=False) as dag:
+    train = TrainJobOperator(
+        task_id="train", image="ghcr.io/acme/train:1", command=["torchrun", "train.py"], num_nodes=2,
+        resources_per_node={"nvidia.com/gpu": 1}, runtime="torch-distributed", deferrable=True,
+        poll_interval=0.5, admission_timeout=60, on_disruption="wait", retries=0,
+        pod_template={"metadata": {"annotations": {"sim.airflow-gang.io/duration": "8"}}},
+    )
+
+    @task
+    def record(result, ti=None):
+        with open(__OUT__, "w") as out:
+            json.dump(result, out)
+
+    record(train.output)
+"""
+
+
+def test_a_trainjob_rides_out_a_lost_node_too(
+    write_dag: Callable[..., Any],
+    cluster: SimCluster,
+    api: k8s.ApiClient,
+    tmp_path: Path,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """A TrainJob's nodes are pods of one Indexed batch Job (``podReplacementPolicy:
+    TerminatingOrFailed``): a replacement is made as soon as the lost pod is Terminating, under a
+    new name, and Volcano places the gang again (docs/disruptions.md)."""
+    out = tmp_path / "out.json"
+    dag = write_dag(TRAINJOB_DAG, out=str(out))
+    with NodeKiller(cluster, api, dag.dag_id, replicas=2) as killer:
+        dag_run = dag.test()
+    assert task_states(dag_run) == {"train": "success", "record": "success"}
+    name = json.loads(out.read_text())["name"]
+    output = capfd.readouterr().out
+    told = "\n".join(line for line in output.splitlines() if "gang" in line)
+    assert f"gang disrupted job=default/{name} (#1): node lost:" in output, told
+    assert f"on {killer.killed['node']}" in output, told
+    assert f"gang re-admitted job=default/{name}" in output, told

@@ -138,6 +138,7 @@ def cluster() -> Iterator[SimCluster]:
         schedule_period=0.2,
         runtime="process",
         workdir=str(REPO),
+        node_monitor_grace_period=4.0,  # a node goes down in one test: found out in seconds
     ) as running:
         yield running
 
@@ -240,9 +241,9 @@ def test_a_retry_after_a_lost_node_resumes_from_the_checkpoint(
 
             master = eventually(master_at_epoch_3, timeout=120, message="the master never reached epoch 3")
             killed.append(master.spec.node_name)
-            # Down 8 s: the taint eviction controller deletes its pods after 2 + 3 s; they go once
+            # Down 10 s: the taint eviction controller deletes its pods after 4 + 3 s; they go once
             # the machine is back and its kubelet confirms.
-            cluster.set_faults({"node_failures": [{"at": 0, "node": master.spec.node_name, "duration": 8}]})
+            cluster.set_faults({"node_failures": [{"at": 0, "node": master.spec.node_name, "duration": 10}]})
 
     killer = threading.Thread(target=kill_the_masters_node_after_epoch_3, daemon=True)
     killer.start()

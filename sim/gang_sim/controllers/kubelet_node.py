@@ -117,9 +117,13 @@ class NodeAgent(Controller):
         recovered = self._posted_ready is False
         if time.monotonic() - self._last_lease_renewal >= self.lease_renew_interval or recovered:
             await self._renew_lease()
-        if recovered or time.monotonic() - self._last_status_report >= STATUS_REPORT_SECONDS:
+        node = self.cache.get(NODES, "", self.node_name)
+        # A live kubelet posts its status when the Node no longer says what it would post, as the
+        # real one's tryUpdateNodeStatus does (nodeStatusHasChanged): the node lifecycle
+        # controller marked it Unknown while the heartbeats could not get through (an API outage).
+        marked_down = node is not None and _ready_of(node) not in (None, "True")
+        if recovered or marked_down or time.monotonic() - self._last_status_report >= STATUS_REPORT_SECONDS:
             # Conditions as the Node has them now: someone may have marked them Unknown meanwhile.
-            node = self.cache.get(NODES, "", self.node_name)
             previous = deep_get(node, "status", "conditions", default=None) or self._conditions
             self._conditions = node_conditions(self.clock(), previous)
             await self.client.patch(
@@ -181,3 +185,10 @@ class NodeAgent(Controller):
                 if conflict.status != 409:  # created meanwhile: renewed next time
                     raise
         self._last_lease_renewal = time.monotonic()
+
+
+def _ready_of(node: JsonDict) -> str | None:
+    for condition in deep_get(node, "status", "conditions", default=None) or []:
+        if condition.get("type") == "Ready":
+            return str(condition.get("status"))
+    return None

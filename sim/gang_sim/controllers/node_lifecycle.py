@@ -5,7 +5,7 @@ It watches each node's heartbeats — the kubelet's Lease in ``kube-node-lease``
 ``monitorNodeHealth`` does, never by asking the kubelet:
 
 - A node not heard from for ``node_monitor_grace_period`` (upstream's
-  ``--node-monitor-grace-period``: 40 s, 50 s from v1.32; 2 s in the simulator, whose kubelets
+  ``--node-monitor-grace-period``: 40 s, 50 s from v1.32; 10 s in the simulator, whose kubelets
   renew their Lease every quarter of it, as a real kubelet renews every 10 s of a 40 s lease)
   gets its ``Ready``, ``MemoryPressure``, ``DiskPressure`` and ``PIDPressure`` conditions set
   to ``Unknown``, reason ``NodeStatusUnknown``, "Kubelet stopped posting node status.", and
@@ -26,6 +26,10 @@ lined: kubernetes/kubernetes could not be read at a tag for this work), the 40 s
 ``pkg/controller/nodelifecycle/config/v1alpha1/defaults.go`` (a stored revision, 8932ffc9; the
 50 s of recent releases is kubernetes#127352's word, not checked at a tag) and the taint keys of
 k8s.io/api ``core/v1/well_known_taints.go:22,27,31,51@kubernetes-1.36.3``.
+
+When every node is not Ready at once (an API server outage stops all heartbeats alike), the
+controller does as upstream's ``handleDisruption`` in "master disruption mode": it lifts the
+NoExecute taints and evicts nothing until a node is Ready again (the whole cluster is one zone).
 
 Not simulated: the eviction rate limits per zone (a real controller slows down when a large
 share of a zone is unhealthy), ``--node-startup-grace-period`` for nodes that never posted a
@@ -49,7 +53,11 @@ from gang_sim.controllers.runner import Controller
 
 log = logging.getLogger(__name__)
 
-DEFAULT_GRACE_PERIOD = 2.0  # seconds; upstream: 40 s (50 s from v1.32)
+# Seconds; upstream: 40 s (50 s from v1.32). Short enough for a test to lose a node in seconds,
+# long enough that a busy machine's stalls (the kubelets share one event loop with the other
+# controllers and often the test itself) never fail a node by accident: a 2 s grace did, under
+# the two lanes of `make test`. Disruption tests that want it shorter say so.
+DEFAULT_GRACE_PERIOD = 10.0
 NOT_READY = "node.kubernetes.io/not-ready"
 UNREACHABLE = "node.kubernetes.io/unreachable"
 UNSCHEDULABLE = "node.kubernetes.io/unschedulable"
@@ -100,23 +108,38 @@ class NodeLifecycleController(Controller):
         self.grace = node_monitor_grace_period
         self.clock = clock
         self._health: dict[str, _Health] = {}
+        self._full_disruption = False
         cache[LEASES]  # read, not followed: a renewal every fraction of a second would only wake it
         cache[PODS].add_index(PODS_BY_NODE, _node_of)
 
     async def reconcile(self) -> None:
         names = set()
+        monitored: list[JsonDict] = []
         for cached in self.cache.items(NODES):
-            name = object_key(cached)[1]
-            names.add(name)
+            names.add(object_key(cached)[1])
             try:
-                node = await self._monitor(cached)
-                await self._taint(node)
+                monitored.append(await self._monitor(cached))
+            except ApiError as error:
+                if error.status not in (404, 409):
+                    raise
+                self.requeue()  # changed or gone meanwhile: the next round sees it anew
+        # Every node not Ready at once is the control plane's trouble, not the nodes' (an API
+        # server outage stops every kubelet's heartbeats alike): upstream's handleDisruption
+        # then enters "master disruption mode", lifts the NoExecute taints and stops evicting.
+        full_disruption = bool(monitored) and all(_ready_status(node) != "True" for node in monitored)
+        if full_disruption and not self._full_disruption:
+            log.info("all nodes are not Ready: master disruption mode, no NoExecute taints, no evictions")
+        self._full_disruption = full_disruption
+        for node in monitored:
+            name = object_key(node)[1]
+            try:
+                await self._taint(node, evicting=not full_disruption)
                 if _ready_status(node) != "True":
                     await self._mark_pods_not_ready(name)
             except ApiError as error:
                 if error.status not in (404, 409):
                     raise
-                self.requeue()  # changed or gone meanwhile: the next round sees it anew
+                self.requeue()
         for gone in set(self._health) - names:
             del self._health[gone]
 
@@ -158,15 +181,16 @@ class NodeLifecycleController(Controller):
         log.info("node %s: no heartbeat for %.1fs; Ready Unknown", name, now - health.probed)
         return updated
 
-    async def _taint(self, node: JsonDict) -> None:
-        """Both tainting passes: the lifecycle taints the node should have, and no others."""
+    async def _taint(self, node: JsonDict, *, evicting: bool = True) -> None:
+        """Both tainting passes: the lifecycle taints the node should have, and no others (no
+        NoExecute taint while not ``evicting``: master disruption mode)."""
         conditions = deep_get(node, "status", "conditions", default=[]) or []
         no_schedule = {
             _NO_SCHEDULE[key] for c in conditions if (key := (c.get("type"), c.get("status"))) in _NO_SCHEDULE
         }
         if deep_get(node, "spec", "unschedulable"):
             no_schedule.add(UNSCHEDULABLE)
-        no_execute = _NO_EXECUTE.get(str(_ready_status(node)))
+        no_execute = _NO_EXECUTE.get(str(_ready_status(node))) if evicting else None
         taints = deep_get(node, "spec", "taints", default=[]) or []
         kept = [
             t

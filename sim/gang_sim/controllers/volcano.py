@@ -450,4 +450,3 @@ def _not_yet_unschedulable(pod: JsonDict, message: str, nominated: str = "") -> 
     if nominated and (pod.get("status") or {}).get("nominatedNodeName") != nominated:
         return True
     return not (current and current.get("status") == "False" and current.get("message") == message)
-

@@ -57,7 +57,6 @@ def fit_message(group: Group, schedulable: int, unschedulable: int, origin: str 
     return prefix + fit_error(group, schedulable, unschedulable, origin)
 
 
-
 def counts_text(counts: tuple[tuple[str, int], ...], min_member: int) -> str:
     """The histogram of `histogram` from task counts by status rather than a `Group`'s own
     (a session's end state: ``Releasing``, ``Pipelined``, ``Allocated`` pods)."""

@@ -13,7 +13,8 @@ from gang_sim.cluster import SimCluster
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[SimCluster]:
-    with SimCluster(nodes=2, gpus_per_node=2, schedule_period=0.2) as running:
+    # A short node grace period (the default is 10 s): these tests fail nodes on purpose.
+    with SimCluster(nodes=2, gpus_per_node=2, schedule_period=0.2, node_monitor_grace_period=2.0) as running:
         yield running
 
 

@@ -4,7 +4,7 @@ Upstream behaviour followed (``/tmp/s42/kube_disruption_facts.md`` §C2; kuberne
 cited by function and string literal, it could not be fetched at a tag):
 ``pkg/controller/nodelifecycle/node_lifecycle_controller.go`` (``tryUpdateNodeHealth``: Ready
 ``Unknown``, "Kubelet stopped posting node status." after ``--node-monitor-grace-period``, 40 s
-in the stored defaults and probably 50 s since v1.32, 2 s here; ``processTaintBaseEviction``:
+in the stored defaults and probably 50 s since v1.32, 2 s in these tests; ``processTaintBaseEviction``:
 ``node.kubernetes.io/unreachable:NoExecute``, taint keys at k8s.io/api
 ``core/v1/well_known_taints.go:22,27,31,51@kubernetes-1.36.3``; ``MarkPodsNotReady``),
 ``plugin/pkg/admission/defaulttolerationseconds`` (300 s upstream, 3 s here),
@@ -43,7 +43,10 @@ LONG_TOLERATION = [
 @pytest.fixture
 def fresh() -> Iterator[tuple[SimCluster, k8s.CoreV1Api]]:
     """A cluster of its own: these tests kill its nodes."""
-    with SimCluster(nodes=2, gpus_per_node=1, schedule_period=0.2) as cluster, cluster.api_client() as api:
+    with (
+        SimCluster(nodes=2, gpus_per_node=1, schedule_period=0.2, node_monitor_grace_period=2.0) as cluster,
+        cluster.api_client() as api,
+    ):
         yield cluster, k8s.CoreV1Api(api)
 
 
@@ -188,3 +191,33 @@ def test_default_toleration_seconds_are_an_option_of_the_api_server() -> None:
             ("node.kubernetes.io/not-ready", 7),
         ]
         assert no_execute("everything") == [(None, None)]
+
+
+def test_an_api_server_outage_longer_than_the_grace_period_evicts_nothing(
+    fresh: tuple[SimCluster, k8s.CoreV1Api],
+) -> None:
+    """Every node falls silent at once when the API server is gone: upstream's
+    ``handleDisruption`` ("Controller detected that all Nodes are not-Ready. Entering master
+    disruption mode.") lifts the NoExecute taints and evicts nothing, and each kubelet posts its
+    status again once the Node says other than it would (``tryUpdateNodeStatus``), so the nodes
+    are Ready and untainted after the outage and the pods never saw a deletion."""
+    cluster, core = fresh
+    start_running(core, "default", pod("steady", NODE))
+    cluster.set_faults({"outages": [{"start": 0, "duration": 6}]})  # 3 x the 2 s grace period
+
+    def back() -> bool:
+        try:
+            nodes = core.list_node().items
+        except Exception:  # the API server is still down
+            return False
+        return all(
+            ready_condition(core, node.metadata.name).status == "True"
+            and not {t for t in taints(core, node.metadata.name) if t[1] == "NoExecute"}
+            for node in nodes
+        )
+
+    eventually(back, timeout=30, message="the nodes did not come back Ready and untainted")
+    cluster.clear_faults()
+    steady = pod_json(core, "default", "steady")
+    assert steady["metadata"].get("deletionTimestamp") is None
+    assert condition(steady, "DisruptionTarget") is None

@@ -173,10 +173,7 @@ def test_votes_intersect_within_a_tier_and_an_empty_answer_passes_the_decision_o
     tier (:246-262); an empty list sets nil and ends the tier (:242-244), the next tier deciding
     (:265-267, :270); an intersection with nothing in common is nil too, so the tier's next plugin
     starts again from its own list; the first tier with victims wins."""
-    tiers = (
-        "- plugins: [{name: gang}, {name: conformance}, {name: proportion}]\n"
-        "- plugins: [{name: tdm}]\n"
-    )
+    tiers = "- plugins: [{name: gang}, {name: conformance}, {name: proportion}]\n- plugins: [{name: tdm}]\n"
     m0, w0, w1 = "low-master-0", "low-worker-0", "low-worker-1"
     cases = [
         ({"gang": [m0, w0], "conformance": [w0], "proportion": [w0, w1]}, [w0]),
