@@ -17,7 +17,8 @@ import pytest
 
 from airflow_gang.hooks.gang import GangJobHook
 from airflow_gang.jobs import cleanup
-from airflow_gang.triggers.gang import GangJobTrigger, on_kill_budget_seconds
+from airflow_gang.triggers.deletion import on_kill_budget_seconds
+from airflow_gang.triggers.gang import GangJobTrigger
 from gang_sim.cluster import SimCluster
 from tests.e2e.conftest import submit_gang
 

@@ -125,7 +125,10 @@ def node_restored(cluster: SimCluster, api: k8s.ApiClient) -> Iterator[None]:
 
 @pytest.mark.usefixtures("node_restored")
 @pytest.mark.parametrize(
-    "dag_id", ["rs_disruption_wait", "rs_disruption_wait_in_worker"], ids=["deferred", "in_worker"]
+    "dag_id",
+    # In the worker: slow (CI's time budget), its twin is tests/e2e/test_disruptions.py's sync wait.
+    ["rs_disruption_wait", pytest.param("rs_disruption_wait_in_worker", marks=pytest.mark.slow)],
+    ids=["deferred", "in_worker"],
 )
 def test_wait_rides_out_the_lost_node_on_one_job(
     stack: AirflowStack, cluster: SimCluster, api: k8s.ApiClient, dag_id: str

@@ -521,7 +521,10 @@ def test_a_node_failure_silences_the_node_and_its_pods_go_once_it_is_back() -> N
     """A failed node's kubelet goes silent: the node lifecycle controller marks it Unknown, the
     taint eviction controller deletes its pod (which stays Terminating: nobody confirms), and
     the kubelet back confirms the deletion (tests/sim/disruptions has the details)."""
-    with SimCluster(nodes=2, gpus_per_node=1, schedule_period=0.2) as cluster, cluster.api_client() as api:
+    with (
+        SimCluster(nodes=2, gpus_per_node=1, schedule_period=0.2, node_monitor_grace_period=2.0) as cluster,
+        cluster.api_client() as api,
+    ):
         core = k8s.CoreV1Api(api)
         pod = pod_manifest("long", nodeName="sim-node-1")
         pod["metadata"]["annotations"] = {"sim.airflow-gang.io/duration": "600"}
