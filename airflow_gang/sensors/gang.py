@@ -28,7 +28,7 @@ from airflow_gang.gang_state import GangPhase, GangSnapshot, GangStatus
 from airflow_gang.hooks.gang import GangJobHook
 from airflow_gang.hooks.retrying import WAIT_RETRY_POLICY
 from airflow_gang.job_kinds import job_kind_named
-from airflow_gang.jobs import cleanup, history, observation, task_store
+from airflow_gang.jobs import cleanup, history, observation, outcome, task_store
 from airflow_gang.jobs.failure_memory import FailureMemory
 from airflow_gang.jobs.wait_plan import WaitFor, WaitPlan
 from airflow_gang.outage import DEFAULT_API_UNAVAILABLE_TIMEOUT, Outage, unavailable_timeout_seconds
@@ -219,7 +219,25 @@ class _GangJobSensor(BaseSensorOperator):
             task_store.record_end(context, self._job_or(known), "lost")
             raise
         if self.wait_for == "completion":
-            task_store.record_end(context, self._job_or(known), "succeeded", **self._moments())
+            tail = self._leader_tail(namespace)
+            task_store.record_end(context, self._job_or(known), "succeeded", log_tail=tail, **self._moments())
+
+    def _leader_tail(self, namespace: str) -> str | None:
+        """Rank 0's last lines, for the task log and the job's record (the Gang jobs page shows
+        them after cleanup deleted the job); None when they cannot be read: a record without a
+        tail is no reason to fail a job that succeeded."""
+        try:
+            with self.hook.retries(WAIT_RETRY_POLICY):
+                tail = outcome.leader_log_tail(
+                    self.hook, self.kind, self.job_name, namespace, self.log_tail_lines
+                )
+        except Exception as error:
+            self.log.debug("could not read rank 0's log for the job's record: %s", error)
+            return None
+        if tail.strip():
+            leader = "master replica" if self.kind.leader == "Master" else "rank 0"
+            self.log.info("%s log (last %d lines):\n%s", leader, self.log_tail_lines, tail.rstrip())
+        return tail
 
     def _job_or(self, known: dict[str, Any]) -> dict[str, Any]:
         seen = getattr(self, "_seen", None)

@@ -332,7 +332,9 @@ with DAG("__DAG_ID__", schedule=None, start_date=dt.datetime(2026, 1, 1), catchu
         task_id="submit", image="ghcr.io/acme/train:1", workers=1, resources={"nvidia.com/gpu": 1},
         namespace="__NAMESPACE__", kubernetes_conn_id="__CONN_ID__", wait_for_completion=False,
         wait_for_admission=False,
-        pod_template={"metadata": {"annotations": {"sim.airflow-gang.io/duration": "1"}}},
+        pod_template={"metadata": {"annotations": {
+            "sim.airflow-gang.io/duration": "1", "sim.airflow-gang.io/log": "epoch 1\\nSENSED-MARKER loss=0.1",
+        }}},
     )
     wait = PyTorchJobSensor(
         task_id="wait", job_name="{{ ti.xcom_pull(task_ids='submit', key='job_name') }}",
@@ -366,6 +368,10 @@ def test_the_job_page_links_the_sensor_that_waits_for_the_job(ran: Ran, client: 
     assert row["airflow"]["task_id"] == "submit"
     assert row["admitted_at"] is not None
     assert row["run_seconds"] is not None
+    # The sensor saw the end, so it kept the master's last lines: the page shows them once the
+    # job is gone, as for a job its operator waited for.
+    recorded = client.get(f"/api/jobs/{NAMESPACE}/{name}").json()["recorded"]
+    assert "SENSED-MARKER loss=0.1" in recorded["log_tail"]
 
 
 # -- a job placed pod by pod (no gang) that holds part of what it needs -------------------------
