@@ -333,7 +333,8 @@ with DAG("__DAG_ID__", schedule=None, start_date=dt.datetime(2026, 1, 1), catchu
         namespace="__NAMESPACE__", kubernetes_conn_id="__CONN_ID__", wait_for_completion=False,
         wait_for_admission=False,
         pod_template={"metadata": {"annotations": {
-            "sim.airflow-gang.io/duration": "1", "sim.airflow-gang.io/log": "epoch 1\\nSENSED-MARKER loss=0.1",
+            "sim.airflow-gang.io/duration": "1",
+            "sim.airflow-gang.io/log": "epoch 1\\nSENSED-MARKER loss=0.1",
         }}},
     )
     wait = PyTorchJobSensor(
