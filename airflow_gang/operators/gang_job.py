@@ -208,7 +208,8 @@ class GangJobOperator(GangWaitArguments):
             error = observation.admission_timeout(
                 metadata["name"], metadata["namespace"], status, seconds, self.job_kind, deleted=gone
             )
-            state_store.record_end(context, job, "admission_timeout", reason=str(error))
+            ended: JsonDict = {"reason": str(error), "finished_at": self._gave_up_at}
+            state_store.record_end(context, job, "admission_timeout", **ended)
             raise error
         if end.kind == "disrupted" and end.give_up is not None:
             return self._disrupted(context, job, end.give_up, end.admitted_at)
@@ -227,7 +228,7 @@ class GangJobOperator(GangWaitArguments):
         """Delete a job nobody will wait for; whether it was confirmed gone (`cleanup.give_up`)."""
         if self._waiter is not None:
             self._waiter.stop_following(timeout=1.0)
-        self._submitted = None
+        self._submitted, self._gave_up_at = None, dt.datetime.now(dt.UTC).isoformat()  # the record's end
         return cleanup.give_up(
             self.hook, job, reason, gang_scheduling=self.gang_mode, job_kind=self.job_kind, logger=self.log
         )
@@ -238,7 +239,7 @@ class GangJobOperator(GangWaitArguments):
         gone, seconds = self._give_up(job, give_up.message), self.admission_timeout_seconds()
         error = job_given_up(job, self.job_kind.kind, give_up, episodes, deleted=gone, waited_seconds=seconds)
         details: JsonDict = {"reason": str(error), "disruptions": episodes, "admitted_at": admitted_at}
-        state_store.record_end(context, job, give_up.end_state, **details)
+        state_store.record_end(context, job, give_up.end_state, finished_at=self._gave_up_at, **details)
         raise error
 
     # --- deferral -----------------------------------------------------------------------------
@@ -283,7 +284,7 @@ class GangJobOperator(GangWaitArguments):
             self._give_up(known, ended.message)
         elif (state := TRIGGER_DELETED.get(ended.status)) is not None:  # the trigger deleted the job
             details: JsonDict = {"reason": str(error), "disruptions": episodes, "admitted_at": admitted_at}
-            state_store.record_end(context, known, state, **details)
+            state_store.record_end(context, known, state, finished_at=ended.deleted_at, **details)
         if error is not None:
             raise error
         with self._riding_out_outages(name, namespace) as hook:

@@ -137,6 +137,7 @@ class _GangJobSensor(BaseSensorOperator):
         deadline = self._admission_deadline(job)
         if deadline is not None and not status.admitted and dt.datetime.now(dt.UTC) >= deadline:
             uid = (job or {}).get("metadata", {}).get("uid")
+            self._gave_up_at: str | None = dt.datetime.now(dt.UTC).isoformat()  # the record's end
             gone = cleanup.delete_gang(
                 self.hook,
                 self.job_name,
@@ -213,7 +214,8 @@ class _GangJobSensor(BaseSensorOperator):
             )
             raise
         except GangAdmissionTimeout as error:
-            task_store.record_end(context, self._job_or(known), "admission_timeout", reason=str(error))
+            ended: dict[str, Any] = {"reason": str(error), "finished_at": getattr(self, "_gave_up_at", None)}
+            task_store.record_end(context, self._job_or(known), "admission_timeout", **ended)
             raise
         except GangJobLost:
             task_store.record_end(context, self._job_or(known), "lost")
@@ -266,6 +268,7 @@ class _GangJobSensor(BaseSensorOperator):
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> None:
         ended = GangEvent.of(event)
+        self._gave_up_at = ended.deleted_at  # the trigger deleted the job then (admission timeout)
         with self._recording_the_end(context, ended.uid or None):
             self._seen = self._look_again(ended)
             self._complete(ended)

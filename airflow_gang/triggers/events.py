@@ -106,6 +106,7 @@ class GangEvent:
     asked_queue: str | None = None  # with QUEUE_MISMATCH: the queue the task asked for
     deleted: bool | None = None  # ADMISSION_TIMEOUT, DISRUPTED: the trigger saw the job and its pods gone
     disruptions: tuple[JsonDict, ...] = ()  # the episodes the wait saw (`airflow_gang.jobs.disruption`)
+    deleted_at: str | None = None  # when the trigger asked the cluster to delete the job (its record's end)
 
     @classmethod
     def of(cls, payload: JsonDict) -> GangEvent:
@@ -129,6 +130,7 @@ class GangEvent:
             asked_queue=payload.get("asked_queue"),
             deleted=payload.get("deleted"),
             disruptions=tuple(d for d in payload.get("disruptions") or () if isinstance(d, dict)),
+            deleted_at=timeline.get("deleted_at"),
         )
 
     @property

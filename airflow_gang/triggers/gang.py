@@ -169,13 +169,13 @@ class GangJobTrigger(BaseTrigger):
             raise ValueError(f"watch={watch!r}: use one of {', '.join(WATCH_MODES)}")
         self.watch = watch
         self.reattached = reattached
-        self.job_kind, self.kind = job_kind, job_kind_named(job_kind)
-        self.expected_queue = expected_queue
+        self.job_kind, self.kind, self.expected_queue = job_kind, job_kind_named(job_kind), expected_queue
         self.on_disruption, self.max_disruptions = on_disruption, max_disruptions
         self.readmission_timeout = readmission_timeout
         self._disruptions = DisruptionTracker(on_disruption, max_disruptions, readmission_timeout)
         self._event_sent = False
         self._connection_extras: dict[str, Any] | None = None
+        self._deletion_requested_at: str | None = None
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         # Each argument is kept as the attribute of its name: the kwargs are those attributes.
@@ -226,6 +226,8 @@ class GangJobTrigger(BaseTrigger):
                 await hook.close()
         if self._disruptions.episodes:
             event["disruptions"] = self._disruptions.to_json()
+        if self._deletion_requested_at is not None:  # the record's end: when we asked for the deletion
+            event.setdefault("timeline", {})["deleted_at"] = self._deletion_requested_at
         await status_lines.written()  # the trigger's lines go into its task log before its event
         await hold_until(self.not_before, self.log)  # apache/airflow#72716: see the module docstring
         self._event_sent = True
@@ -372,6 +374,7 @@ class GangJobTrigger(BaseTrigger):
         )
 
     async def _delete(self, hook: AsyncGangJobHook, timeout: float = _DELETE_CONFIRM_SECONDS) -> bool:
+        self._deletion_requested_at = self._deletion_requested_at or utc_now().isoformat()
         return await delete_gang(
             hook,
             self.name,

@@ -165,7 +165,11 @@ def test_the_jobs_table_still_lists_every_job_with_its_outcome(client: TestClien
     assert [job["airflow"]["try_number"] for job in starved] == [1, 2]
     assert all("was not admitted" in job["reason"] for job in starved)
     assert all(job["admitted_at"] is None and job["run_seconds"] is None for job in starved)
-    assert all(1.5 <= job["queued_seconds"] < 30 for job in starved)
+    # Their times are the cluster's: from the job's creation to the moment the trigger asked to
+    # delete it, not the moment the resumed task wrote its record (issue 38: "1m 39s" for 90 s).
+    for job in starved:
+        assert 2 <= job["queued_seconds"] < 30
+        assert dt.datetime.fromisoformat(job["finished_at"]) < dt.datetime.fromisoformat(job["recorded_at"])
     # Newest first, by submission.
     submitted = [job["created_at"] for job in data["jobs"]]
     assert submitted == sorted(submitted, reverse=True)

@@ -92,3 +92,9 @@ def test_an_unknown_status_is_refused() -> None:
     with pytest.raises(ValueError, match="progress"):
         GangEvent.of(payload("progress"))
     assert EventStatus("admitted") is EventStatus.ADMITTED
+
+
+def test_the_moment_the_trigger_asked_for_the_deletion_is_the_records_end() -> None:
+    event = {**payload("admission_timeout"), "timeline": {"deleted_at": "2026-12-05T08:00:02+00:00"}}
+    assert GangEvent.of(event).deleted_at == "2026-12-05T08:00:02+00:00"
+    assert GangEvent.of(payload("admission_timeout")).deleted_at is None  # an older trigger's event
