@@ -16,11 +16,10 @@ import json
 import logging
 import threading
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
-from functools import cached_property
 from typing import Any
 
-from airflow_gang.jobs.history import ENDED_STATES, GPU, HISTORY_KEY, LOG_TAIL_KEY, SUBMITTED, WAITS_FOR_KEY
+from airflow_gang.jobs.history import HISTORY_KEY, LOG_TAIL_KEY, WAITS_FOR_KEY
+from airflow_gang.plugins.history_record import HistoryRecord, merged, to_int
 from airflow_gang.plugins.identity import TaskIdentity
 
 log = logging.getLogger(__name__)
@@ -34,127 +33,7 @@ _cache: dict[int, tuple[Any, list[tuple[dict[str, Any], TaskIdentity]]]] = {}
 _merged_cache: dict[str | None, tuple[int, list[HistoryRecord]]] = {}
 MERGED_CACHE_SIZE = 64
 _cache_lock = threading.Lock()
-# A record whose job is gone and whose end no try wrote: killed, cleared, or its worker died.
-GONE = "gone"
 _EXTERNAL_REF_KEY = "__airflow_state_ref__"
-
-
-@dataclass(frozen=True)
-class HistoryRecord:
-    """One job as its task instance recorded it, with the task instance it belongs to."""
-
-    record: JsonDict
-    identity: TaskIdentity
-    task_state: str | None
-
-    @property
-    def uid(self) -> str:
-        return str(self.record.get("uid") or "")
-
-    @property
-    def name(self) -> str:
-        return str(self.record.get("name") or "")
-
-    @property
-    def namespace(self) -> str:
-        return str(self.record.get("namespace") or "")
-
-    @property
-    def kind(self) -> str:
-        """``PyTorchJob`` or ``TrainJob`` (records written before kinds existed: PyTorchJob)."""
-        return str(self.record.get("kind") or "PyTorchJob")
-
-    def outcome(self) -> tuple[str, str | None]:
-        """The row's state and reason: as recorded, or ``gone`` for a job whose end nobody wrote."""
-        record = self.record
-        state = str(record.get("state") or SUBMITTED)
-        if state in ENDED_STATES:
-            return state, record.get("reason")
-        waits_for = record.get("waits_for") or "completion"
-        if waits_for != "completion":
-            return GONE, (
-                f"its task stopped waiting at {waits_for} (wait_for_completion=False), so no end "
-                "was recorded; the job has been deleted since"
-            )
-        return GONE, (
-            "the job was deleted before its task recorded how it ended (the task was killed or "
-            f"cleared, or its worker died); task instance state: {self.task_state or 'unknown'}"
-        )
-
-    @cached_property
-    def facts(self) -> JsonDict:
-        """What the table's filters and order read (`service.Row`), without building the row
-        (computed once: a record is kept across reads while its entry does not change)."""
-        state, reason = self.outcome()
-        return {
-            "kind": self.kind,
-            "uid": self.uid,
-            "name": self.name,
-            "state": state,
-            "reason": reason,
-            "queue": self.record.get("queue"),
-            "created_at": self.record.get("submitted_at"),
-            "live": False,
-            "airflow": {"dag_id": self.identity.dag_id},
-        }
-
-    def summary(self) -> JsonDict:
-        """A row of the jobs table, in the shape of a live job's (`summaries.job_summary`)."""
-        record = self.record
-        state, reason = self.outcome()
-        replicas = {str(k): int(v) for k, v in (record.get("replicas") or {}).items()}
-        resources = record.get("resources") or {}
-        return {
-            "kind": self.kind,
-            "name": record.get("name"),
-            "namespace": record.get("namespace"),
-            "uid": record.get("uid"),
-            "created_at": record.get("submitted_at"),
-            "deleting": False,
-            "queue": record.get("queue"),
-            "state": state,
-            "job_condition": None,
-            "gang_scheduling": record.get("gang_scheduling"),
-            "podgroup": None,
-            "podgroup_phase": None,
-            "min_member": None,
-            "replicas": replicas,
-            "replicas_total": sum(replicas.values()),
-            "replicas_bound": 0,
-            "replicas_running": 0,
-            "reason": reason,
-            "warning": None,
-            "queued_at": record.get("submitted_at"),
-            "admitted_at": record.get("admitted_at"),
-            "finished_at": record.get("finished_at"),
-            "queued_seconds": record.get("queued_seconds"),
-            "run_seconds": record.get("run_seconds"),
-            "gpus": float(resources.get(GPU) or 0),
-            "gpu_seconds": record.get("gpu_seconds"),
-            "failed_replica": record.get("failed_replica"),
-            "exit_code": record.get("exit_code"),
-            "recorded_at": record.get("recorded_at"),
-            "disruptions": [d for d in record.get("disruptions") or [] if isinstance(d, dict)],
-            "live": False,
-        }
-
-    def timeline(self) -> JsonDict | None:
-        """The job's moments for the charts (`timeline.JobTimeline.to_json`'s shape)."""
-        row = self.summary()
-        if not row["queued_at"]:
-            return None
-        return {
-            "name": row["name"],
-            "namespace": row["namespace"],
-            "queue": row["queue"],
-            "state": row["state"],
-            "queued_at": row["queued_at"],
-            "admitted_at": row["admitted_at"],
-            "running_at": None,
-            "finished_at": row["finished_at"],
-            "queue_wait_seconds": row["queued_seconds"],
-            "run_seconds": row["run_seconds"],
-        }
 
 
 class HistoryReader:
@@ -169,7 +48,7 @@ class HistoryReader:
             heads = _store_rows(HISTORY_KEY, dag_id=dag_id, with_values=False)
             # Unchanged entries and task states since the last read: the same rows (a page's
             # calls and refreshes read the same history again and again).
-            fingerprint = hash(tuple((row.id, row.updated_at, row.state) for row in heads))
+            fingerprint = hash(tuple((row.id, row.updated_at, row.state, row.try_number) for row in heads))
             with _cache_lock:
                 hit = _merged_cache.get(dag_id)
             if hit is not None and hit[0] == fingerprint:
@@ -219,7 +98,7 @@ class HistoryReader:
         """The records that name job ``name``: a narrow query, nothing kept."""
         for row in _store_rows(HISTORY_KEY, name=name):
             for record, identity in _parse(row):
-                yield HistoryRecord(record, identity, str(row.state) if row.state else None)
+                yield _history_record(record, identity, row)
 
     def _query(self, heads: list[Any], *, dag_id: str | None) -> Iterator[HistoryRecord]:
         """The records of the entries ``heads`` (ids and ``updated_at``): only the entries that
@@ -235,7 +114,7 @@ class HistoryReader:
             parsed = {row.id: _cache.get(row.id, (None, []))[1] for row in heads}
         for row in heads:
             for record, identity in parsed[row.id]:
-                yield HistoryRecord(record, identity, str(row.state) if row.state else None)
+                yield _history_record(record, identity, row)
 
     def _log_tail(self, found: HistoryRecord) -> str | None:
         """The log tail kept for the job, by whichever task saw its end (operator or sensor)."""
@@ -267,7 +146,8 @@ def _store_rows(
     columns = [Store.id, Store.dag_id, Store.run_id, Store.task_id, Store.map_index, Store.updated_at]
     if with_values:
         columns.append(Store.value)
-    query = select(*columns, TI.state).outerjoin(TI, same_task).where(Store.key == key)
+    task = (TI.state, TI.try_number, TI.end_date)
+    query = select(*columns, *task).outerjoin(TI, same_task).where(Store.key == key)
     if dag_id is not None:
         query = query.where(Store.dag_id == dag_id)
     if name is not None:  # names and uids hold no LIKE wildcard (DNS labels, UUIDs)
@@ -298,35 +178,22 @@ def _store_rows_by_id(ids: list[int], chunk: int = 5000) -> list[Any]:
     return found
 
 
+def _history_record(record: JsonDict, identity: TaskIdentity, row: Any) -> HistoryRecord:
+    """A record with the state, try and end of the task instance it belongs to (``row``)."""
+    ended = row.end_date.isoformat() if row.end_date is not None else None
+    state = str(row.state) if row.state else None
+    return HistoryRecord(record, identity, state, to_int(row.try_number), ended)
+
+
 def _parse(row: Any) -> list[tuple[JsonDict, TaskIdentity]]:
     """The records of one entry, each with the task instance (and try) it belongs to."""
-    return [(record, _identity(row, _int(record.get("try_number")))) for record in _records(row.value)]
+    return [(record, _identity(row, to_int(record.get("try_number")))) for record in _records(row.value)]
 
 
 def _identity(row: Any, try_number: int | None) -> TaskIdentity:
     return TaskIdentity(
         row.dag_id, row.task_id, row.run_id, int(row.map_index), try_number, resolved=True, dag_resolved=True
     )
-
-
-def merged(records: Iterable[HistoryRecord]) -> list[HistoryRecord]:
-    """One record per job: a job submitted by one task and waited for by a sensor is recorded by
-    both. The row belongs to the task that recorded it first (the submitter); its outcome is
-    the newest ended record's, whoever saw the end."""
-    by_uid: dict[str, list[HistoryRecord]] = {}
-    for record in records:
-        by_uid.setdefault(record.uid, []).append(record)
-    rows = []
-    for group in by_uid.values():
-        owner = min(group, key=lambda r: str(r.record.get("recorded_at") or ""))
-        ends = [r for r in group if r.record.get("state") in ENDED_STATES]
-        if not ends or len(group) == 1:
-            rows.append(owner)
-            continue
-        end = max(ends, key=lambda r: str(r.record.get("recorded_at") or ""))
-        outcome = {k: v for k, v in end.record.items() if k not in ("try_number", "waits_for")}
-        rows.append(HistoryRecord({**owner.record, **outcome}, owner.identity, owner.task_state))
-    return rows
 
 
 def _unsupported_backend() -> str | None:
@@ -374,10 +241,3 @@ def _records(value: Any) -> Iterable[JsonDict]:
     if not isinstance(stored, list):  # not ours, or an external backend's reference
         return ()
     return (r for r in stored if isinstance(r, dict) and r.get("uid") and _EXTERNAL_REF_KEY not in r)
-
-
-def _int(value: Any) -> int | None:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return None

@@ -21,7 +21,8 @@ from airflow_gang.plugins.access import Access
 from airflow_gang.plugins.capacity_reader import read_capacity
 from airflow_gang.plugins.cluster_reader import ClusterReader, JobRecord
 from airflow_gang.plugins.errors import PageError
-from airflow_gang.plugins.history import HistoryReader, HistoryRecord
+from airflow_gang.plugins.history import HistoryReader
+from airflow_gang.plugins.history_record import HistoryRecord
 from airflow_gang.plugins.identity import (
     LabelIdentity,
     TaskIdentity,
@@ -243,7 +244,7 @@ class GangPageService:
             airflow["waited_by"] = self._waiters(namespace, name)
         timeline = timeline_of(record.job, record.pods, record.job_kind)
         metadata = record.job.get("metadata") or {}
-        if summary["state"] == "queued" and record.podgroup is not None:
+        if summary["state"] == "queued" and record.podgroup is not None and not summary["suspended"]:
             capacity = read_capacity(self.reader.hook, self.reader.namespaces)
             waiting = capacity.gang(namespace, str(record.podgroup["metadata"]["name"]))
             summary["position"] = waiting.to_json() if waiting is not None else None

@@ -19,6 +19,7 @@ from airflow_gang.job_kinds import PYTORCHJOB, TRAINJOB, JobKind
 from airflow_gang.jobs.history import ENDED_STATES, GPU, gang_resources
 from airflow_gang.jobs.pod_losses import WORDS, DisruptionReason, live_disruption
 from airflow_gang.k8s_objects import pod_requests
+from airflow_gang.plugins.history_record import ENDING, GONE
 from airflow_gang.plugins.object_rows import condition_rows, event_row
 from airflow_gang.plugins.trainjob_rows import NODE, inferred_mode, node_rows
 from airflow_gang.quantity import parse_quantity
@@ -30,11 +31,12 @@ VOLCANO_SCHEDULER = "volcano"
 # Live states (`gang_state.GangPhase`, plus "stuck": a job without gang scheduling holding part
 # of what it needs, and "disrupted": a running gang losing pods, `jobs.pod_losses`), then how
 # recorded jobs ended (`jobs.history`; "disrupted" there: given up after a disruption), then
-# "gone" (a recorded job deleted before its task wrote its end).
+# "ending" (deleted, its task about to record the end) and "gone" (deleted, nobody will record
+# it): `plugins.history_record`.
 STUCK = "stuck"
 DISRUPTED = "disrupted"
 _ENDINGS = tuple(state for state in ENDED_STATES[2:] if state != DISRUPTED)
-STATES = ("queued", STUCK, "admitted", "running", DISRUPTED, "succeeded", "failed", *_ENDINGS, "gone")
+STATES = ("queued", STUCK, "admitted", "running", DISRUPTED, "succeeded", "failed", *_ENDINGS, ENDING, GONE)
 PODGROUP_PHASES = ("Pending", "Inqueue", "Running", "Unknown", "Completed")
 QUEUE_COUNTS = ("pending", "inqueue", "running", "unknown", "completed")
 RECENT_EVENTS = dt.timedelta(seconds=10)
@@ -227,6 +229,10 @@ def _number(value: float) -> str:
 
 
 def _reason(status: GangStatus, job: JsonDict, gate: str | None, job_kind: JobKind) -> str | None:
+    if status.phase.value == "queued" and suspended(job, job_kind):
+        # Not a gang waiting for GPUs: nothing of it is in a queue until someone resumes it.
+        field = "spec.runPolicy.suspend" if job_kind is PYTORCHJOB else "spec.suspend"
+        return f"suspended ({field}): it has no pods and waits for no GPUs until it is resumed"
     if status.phase.value == "queued":
         # A Pending gang has not passed Volcano's enqueue gate: the gate's own reason (queue
         # quota, cluster overused) says more than the allocation message of a condition.

@@ -482,7 +482,12 @@ def test_actions_resume_suspend_and_delete_a_job_and_write_the_audit_log(
         assert job is not None
         return bool(job["spec"]["runPolicy"].get("suspend"))
 
-    assert client.get(url).json()["job"]["suspended"] is True
+    parked = client.get(url).json()["job"]
+    assert parked["suspended"] is True
+    # A suspended job waits for nobody's GPUs: no place in the queue, and the reason says so.
+    assert parked["state"] == "queued"
+    assert parked["reason"].startswith("suspended (spec.runPolicy.suspend): it has no pods")
+    assert parked.get("position") is None
     no_header = client.post(f"{url}/resume")
     assert no_header.status_code == 400
     assert "X-Requested-By" in no_header.json()["error"]["message"]
@@ -507,6 +512,12 @@ def test_actions_resume_suspend_and_delete_a_job_and_write_the_audit_log(
     row = client.get(url).json()["job"]
     assert (row["state"], row["live"]) == ("gone", False)
     assert "stopped waiting at submission" in row["reason"]
+    # Its end is unknown: the chart ends its bar at the last moment it was known to exist (its
+    # task's end), not at "now" for ever.
+    assert row["finished_at"] is None
+    assert row["last_seen_at"] is not None
+    (drawn,) = [e for q in client.get(f"/api/timeline?dag_id={dag_id}").json()["queues"] for e in q["jobs"]]
+    assert (drawn["live"], drawn["last_seen_at"]) == (False, row["last_seen_at"])
 
     events = audit_events(dag_id)
     assert [event for event, _, _ in events] == ["gang_job_resume", "gang_job_suspend", "gang_job_delete"]

@@ -1,5 +1,5 @@
 """The records a task instance keeps of its jobs (`airflow_gang.jobs.history`) and how the page
-merges the records of one job kept by two tasks (`airflow_gang.plugins.history.merged`)."""
+merges the records of one job kept by two tasks (`airflow_gang.plugins.history_record.merged`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import datetime as dt
 import pytest
 
 from airflow_gang.jobs import history
-from airflow_gang.plugins.history import HistoryRecord, merged
+from airflow_gang.plugins.history_record import HistoryRecord, merged
 from airflow_gang.plugins.identity import TaskIdentity
 
 NOW = dt.datetime(2026, 12, 1, 12, 0, tzinfo=dt.UTC)
@@ -141,7 +141,7 @@ def test_a_job_recorded_by_its_submitter_and_its_sensor_is_one_row_with_the_sens
         [
             HistoryRecord(seen, identity("wait"), "failed"),
             HistoryRecord(submitted, identity("submit"), "success"),
-            HistoryRecord(other, identity("other"), "running"),
+            HistoryRecord(other, identity("other"), "running", task_try=2),  # try 1's job
         ]
     )
     assert len(rows) == 2
@@ -152,3 +152,36 @@ def test_a_job_recorded_by_its_submitter_and_its_sensor_is_one_row_with_the_sens
     gone = next(r for r in rows if r.uid == "u-9")
     assert gone.outcome()[0] == "gone"
     assert "task instance state: running" in str(gone.outcome()[1])
+
+
+@pytest.mark.parametrize("task_state", ["deferred", "scheduled", "queued", "running"])
+def test_a_deleted_job_whose_try_is_still_active_is_ending_not_gone(task_state: str) -> None:
+    # The trigger deleted the job for its admission timeout; the task resumes and records it
+    # seconds later. Until then the row must not blame a kill for it.
+    record = HistoryRecord(started(), identity("train"), task_state, task_try=1)
+    state, reason = record.outcome()
+    assert state == "ending"
+    assert f"its task ({task_state}, try 1) is still active" in str(reason)
+    assert record.last_seen_at() == record.record["recorded_at"]
+
+
+def test_a_deleted_job_of_an_earlier_or_finished_try_is_gone_and_ends_when_its_task_did() -> None:
+    earlier = HistoryRecord(started(), identity("train"), "deferred", task_try=2)
+    assert earlier.outcome()[0] == "gone"
+    killed = HistoryRecord(started(), identity("train"), "failed", 1, "2026-12-01T11:58:00+00:00")
+    assert killed.outcome()[0] == "gone"
+    assert killed.summary()["last_seen_at"] == "2026-12-01T11:58:00+00:00"
+    drawn = killed.timeline()
+    assert drawn is not None
+    assert (drawn["live"], drawn["last_seen_at"]) == (False, "2026-12-01T11:58:00+00:00")
+    ended = HistoryRecord(history.ended(started(), "succeeded", now=NOW), identity("train"), "success", 1)
+    assert ended.summary()["last_seen_at"] is None  # it has an end
+
+
+def test_a_job_whose_sensor_is_about_to_record_its_end_is_ending() -> None:
+    submitted = HistoryRecord(started(waits_for="submission"), identity("submit"), "success", 1)
+    waiting = HistoryRecord(started(), identity("wait"), "deferred", 1)
+    (row,) = merged([submitted, waiting])
+    assert row.identity.task_id == "submit"
+    assert row.outcome()[0] == "ending"
+    assert "the task waiting for it (wait: deferred) is still active" in str(row.outcome()[1])
