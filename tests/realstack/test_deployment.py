@@ -333,7 +333,16 @@ def test_an_admission_timeout_is_retried_and_the_retry_gets_the_gang(
 ) -> None:
     blocker = cluster_blocker(api, seconds=20)
     run_id = stack.client.trigger("rs_retry_after_timeout")
-    assert stack.client.wait_for_run("rs_retry_after_timeout", run_id, timeout=180) == "success"
+    with page_states(stack, "rs_retry_after_timeout", run_id) as seen:
+        assert stack.client.wait_for_run("rs_retry_after_timeout", run_id, timeout=180) == "success"
+    # Polled through the trigger's deletion and the task's resume: the first try's row went from
+    # queued (live) through "ending" (deleted, its task about to record it) to admission_timeout,
+    # and never read "gone" (which would say the task was killed or cleared).
+    first = [state for try_number, state in seen if try_number == 1]
+    print(f"try 1 on the page: {first}")
+    assert "gone" not in first, first
+    assert first[-1] == "admission_timeout", first
+    assert "queued" in first, first
     ti = stack.client.task_instance("rs_retry_after_timeout", run_id, "train")
     assert ti["try_number"] >= 2
     first = stack.client.task_log("rs_retry_after_timeout", run_id, "train", 1)
@@ -347,11 +356,44 @@ def test_an_admission_timeout_is_retried_and_the_retry_gets_the_gang(
     tries = {job["airflow"]["try_number"]: job for job in page["jobs"] if job["airflow"]["run_id"] == run_id}
     assert set(tries) == set(range(1, ti["try_number"] + 1)), page["jobs"]
     assert tries[1]["state"] == "admission_timeout"
+    # Its wait is the cluster's: from the job's creation to the trigger's deletion request (the
+    # issue saw "1m 39s" for 90 s, taken when the resumed task wrote the record).
+    print(f"try 1 recorded a wait of {tries[1]['queued_seconds']} s for admission_timeout=8")
+    assert tries[1]["queued_seconds"] >= 8
+    finished, recorded = (dt.datetime.fromisoformat(tries[1][key]) for key in ("finished_at", "recorded_at"))
+    assert finished < recorded
     assert tries[ti["try_number"]]["state"] == "succeeded"
     assert all(not job["live"] for job in tries.values())
     recorded = stack.client.call("GET", f"/gang/api/jobs/default/{tries[1]['name']}")
     assert recorded["recorded"] is not None
     assert recorded["airflow"]["task_instance"]["state"] == "success"
+
+
+@contextlib.contextmanager
+def page_states(stack: AirflowStack, dag_id: str, run_id: str) -> Iterator[list[tuple[int, str]]]:
+    """(try number, state) of the run's rows on the Gang jobs page, polled every 0.2 s by a
+    thread while the block runs (each change once)."""
+    seen: list[tuple[int, str]] = []
+    stop = threading.Event()
+
+    def poll() -> None:
+        while not stop.is_set():
+            with contextlib.suppress(Exception):  # a slow answer under load: poll again
+                for job in stack.client.call("GET", f"/gang/api/jobs?dag_id={dag_id}")["jobs"]:
+                    airflow = job["airflow"] or {}
+                    entry = (int(airflow.get("try_number") or 0), str(job["state"]))
+                    last = next((state for t, state in reversed(seen) if t == entry[0]), None)
+                    if airflow.get("run_id") == run_id and entry[1] != last:
+                        seen.append(entry)
+            stop.wait(0.2)
+
+    poller = threading.Thread(target=poll, name="page-poller", daemon=True)
+    poller.start()
+    try:
+        yield seen
+    finally:
+        stop.set()
+        poller.join(timeout=30)
 
 
 def cluster_blocker(api: k8s.ApiClient, seconds: float) -> str:
