@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.conftest import task_states
+from tests.gang_page import jobs_of_dag
 from tests.metadata import xcom_value
 
 pytestmark = pytest.mark.usefixtures("kube_connection")
@@ -84,6 +85,17 @@ def test_gang_vs_deadlock_without_gang_scheduling_deadlocks_and_reports_it(
     assert states["cleanup"] == "success"
     assert str(dag_run.state) == "failed"
     assert svg.count('fill="#e8a33d"><title>') == len(timed_out)  # one orange bar per victim
+    # The Gang jobs page after cleanup: every job that ran shows its master's last lines (the
+    # sensors that saw them end kept them), and every timed-out one its cluster-timed wait.
+    rows = jobs_of_dag("gang_vs_deadlock")
+    assert len(rows) == 6
+    for row in rows:
+        assert not row["live"], row
+        if row["state"] == "succeeded":
+            assert "training complete" in row["detail"]["recorded"]["log_tail"], row["name"]
+        else:
+            assert row["state"] == "admission_timeout", row
+            assert 15 <= row["queued_seconds"] < 60, row
 
 
 # Every run takes this DAG's gang run on the real stack (tests/realstack/test_trainjobs.py).
@@ -249,6 +261,11 @@ def test_param_sweep_maps_eight_jobs_and_picks_the_best(
     assert best["args"] == runs[winner]["args"]
     assert best["args"][:4] == ["--lr", "0.1", "--batch-size", "16"]
     assert best["accuracy"] == accuracies[winner]
+    # Each run's job page keeps its master's last lines after delete_on_finish deleted it.
+    rows = jobs_of_dag("param_sweep")
+    assert {row["state"] for row in rows} == {"succeeded"}
+    assert len(rows) == 8
+    assert all("accuracy=" in row["detail"]["recorded"]["log_tail"] for row in rows)
     assert best["job"] == results[winner]["name"]
     assert " 1. accuracy=0.9700  --lr 0.1 --batch-size 16" in capfd.readouterr().out
     # The grid view names each mapped run by its hyperparameters.

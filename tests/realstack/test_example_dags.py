@@ -60,5 +60,16 @@ def test_the_example_dags_run_as_under_make_demo(
     assert best["runs"] == 8
     assert best["args"][:4] == ["--lr", "0.1", "--batch-size", "16"]
 
+    # Every "Gang job" link of a finished task, sensor-waited (gang_vs_deadlock) or not
+    # (param_sweep), opens a page with the log tail of the job, deleted by cleanup since.
+    for dag_id in ("gang_vs_deadlock", "param_sweep"):
+        rows = stack.client.call("GET", f"/gang/api/jobs?dag_id={dag_id}&limit=1000")["jobs"]
+        ran = [row for row in rows if row["airflow"]["run_id"] == runs[dag_id]]
+        assert len(ran) == (6 if dag_id == "gang_vs_deadlock" else 8)
+        for row in ran:
+            page = stack.client.call("GET", f"/gang/api/jobs/{row['namespace']}/{row['name']}")
+            assert (row["live"], row["state"]) == (False, "succeeded"), row
+            assert page["recorded"]["log_tail"], row["name"]
+
     latest = json.loads((tmp_path / "registry" / "digits" / "latest.json").read_text())
     assert latest["accuracy"] == 0.953
