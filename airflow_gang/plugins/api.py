@@ -29,6 +29,12 @@
 Failures answer ``{"error": {"kind", "message", "status"}}`` with status 400/403/404 (the
 request), 502 (the cluster failed or is unreachable), 503 (CRDs or the connection missing) or
 500 (a bug; details only in the API server log).
+
+Each answer is declared in `schemas` (each route's ``response_model``, so the app's OpenAPI
+document, ``/gang/api/openapi.json``), and the service's dicts are checked against it
+(`schema_check`, cheaper than FastAPI's own check): an undeclared key, a missing one or a value
+of another type is a 500 naming it, never a silent change of the page's API. A key a dict leaves
+out stays out of the answer: a recorded job's row has no ``suspended``, as before.
 """
 
 # No `from __future__ import annotations`: FastAPI must evaluate the route signatures, which
@@ -37,20 +43,31 @@ from collections.abc import Callable
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Header, Query
+from fastapi.responses import Response
 
 from airflow_gang.plugins.actions import CSRF_HEADER
 from airflow_gang.plugins.errors import PageError, classify
 from airflow_gang.plugins.job_filter import DEFAULT_PAGE_SIZE, JobFilter
+from airflow_gang.plugins.schema_check import Checked
+from airflow_gang.plugins.schemas import (
+    ActionResult,
+    JobDetail,
+    JobList,
+    QueueOverview,
+    TimelinePage,
+    error_responses,
+)
 from airflow_gang.plugins.service import GangPageService
 
 JsonDict = dict[str, Any]
 
 
-def _answer(service: GangPageService, produce: Callable[[], JsonDict]) -> JsonDict:
+def _answer(service: GangPageService, produce: Callable[[], JsonDict], checked: Checked) -> Response:
     try:
-        return produce()
+        answer = produce()
     except Exception as error:  # every failure becomes a PageError the handler renders
         raise classify(error, service.conn_id) from error
+    return checked.response(answer)
 
 
 def _job_filter(
@@ -87,16 +104,32 @@ def api_router(service_dependency: Callable[..., GangPageService]) -> APIRouter:
     Service = Annotated[GangPageService, Depends(service_dependency)]
 
     Filter = Annotated[JobFilter, Depends(_job_filter)]
+    # The routes return their checked answers as responses: FastAPI's ``response_model`` documents
+    # them (OpenAPI) and, given a response, checks nothing twice.
+    jobs, job, acted = Checked(JobList), Checked(JobDetail), Checked(ActionResult)
+    queues, timelines = Checked(QueueOverview), Checked(TimelinePage)
 
-    @router.get("/jobs")
-    def list_jobs(service: Service, job_filter: Filter) -> JsonDict:
-        return _answer(service, lambda: service.jobs(job_filter))
+    @router.get(
+        "/jobs",
+        response_model=JobList,
+        responses=error_responses(400, 403, 404, 502, 503),
+    )
+    def list_jobs(service: Service, job_filter: Filter) -> Response:
+        return _answer(service, lambda: service.jobs(job_filter), jobs)
 
-    @router.get("/jobs/{namespace}/{name}")
-    def get_job(service: Service, namespace: str, name: str, kind: str | None = None) -> JsonDict:
-        return _answer(service, lambda: service.job(namespace, name, kind))
+    @router.get(
+        "/jobs/{namespace}/{name}",
+        response_model=JobDetail,
+        responses=error_responses(400, 403, 404, 502, 503),
+    )
+    def get_job(service: Service, namespace: str, name: str, kind: str | None = None) -> Response:
+        return _answer(service, lambda: service.job(namespace, name, kind), job)
 
-    @router.post("/jobs/{namespace}/{name}/{action}")
+    @router.post(
+        "/jobs/{namespace}/{name}/{action}",
+        response_model=ActionResult,
+        responses=error_responses(400, 403, 404, 409, 502, 503),
+    )
     def act(
         service: Service,
         namespace: str,
@@ -105,18 +138,26 @@ def api_router(service_dependency: Callable[..., GangPageService]) -> APIRouter:
         *,
         requested_by: Annotated[str | None, Header(alias=CSRF_HEADER)] = None,
         kind: str | None = None,
-    ) -> JsonDict:
+    ) -> Response:
         if not requested_by:
             raise PageError(400, "bad_request", f"an action needs the {CSRF_HEADER} header (CSRF protection)")
-        return _answer(service, lambda: service.act(namespace, name, action, kind))
+        return _answer(service, lambda: service.act(namespace, name, action, kind), acted)
 
-    @router.get("/queues")
-    def list_queues(service: Service) -> JsonDict:
-        return _answer(service, service.queues)
+    @router.get(
+        "/queues",
+        response_model=QueueOverview,
+        responses=error_responses(403, 502, 503),
+    )
+    def list_queues(service: Service) -> Response:
+        return _answer(service, service.queues, queues)
 
-    @router.get("/timeline")
-    def timeline(service: Service, job_filter: Filter) -> JsonDict:
-        return _answer(service, lambda: service.timeline(job_filter))
+    @router.get(
+        "/timeline",
+        response_model=TimelinePage,
+        responses=error_responses(400, 403, 404, 502, 503),
+    )
+    def timeline(service: Service, job_filter: Filter) -> Response:
+        return _answer(service, lambda: service.timeline(job_filter), timelines)
 
     return router
 

@@ -7,6 +7,8 @@ generic message.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from airflow_gang.exceptions import GangApiError, GangCRDNotInstalled, GangError, GangPermissionError
 
@@ -66,4 +68,16 @@ def classify(error: BaseException, conn_id: str) -> PageError:
         )
     log.exception("gang UI: unexpected error", exc_info=error)
     message = f"unexpected {type(error).__name__} while reading the cluster (see the API server log)"
+    return PageError(500, "internal", message)
+
+
+def off_schema(errors: Sequence[Mapping[str, Any]]) -> PageError:
+    """The 500 for an answer its declared schema (`schemas`) rejects: a bug of the service.
+
+    The message names the first places that do not match (not their values, which are the
+    cluster's data); the log has every error.
+    """
+    log.error("gang UI: an answer does not match its schema: %s", list(errors))
+    where = "; ".join(f"{'.'.join(map(str, e.get('loc', ())))}: {e.get('msg')}" for e in errors[:3])
+    message = f"the answer does not match its schema ({where}); see the API server log"
     return PageError(500, "internal", message)
