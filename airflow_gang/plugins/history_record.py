@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
 
+from airflow_gang.jobs.disruption import Disruption
 from airflow_gang.jobs.history import ENDED_STATES, GPU, SUBMITTED
 from airflow_gang.plugins.identity import TaskIdentity
 
@@ -156,7 +157,13 @@ class HistoryRecord:
             "exit_code": record.get("exit_code"),
             "recorded_at": record.get("recorded_at"),
             "last_seen_at": self.last_seen_at(),
-            "disruptions": [d for d in record.get("disruptions") or [] if isinstance(d, dict)],
+            # Read back through the episode's own type: a record kept by another release of
+            # the provider must not break the page's typed answer with a key of its own.
+            "disruptions": [
+                Disruption.from_json(episode).to_json()
+                for episode in record.get("disruptions") or []
+                if isinstance(episode, dict)
+            ],
             "live": False,
         }
 

@@ -157,7 +157,7 @@ def test_bad_state_filter_is_a_400_naming_the_states(client: TestClient) -> None
         "error": {
             "kind": "bad_request",
             "message": "unknown state(s) sleeping: choose from queued, stuck, admitted, running, disrupted, "
-            "succeeded, failed, admission_timeout, lost, killed, timed_out, gone",
+            "succeeded, failed, admission_timeout, lost, killed, timed_out, ending, gone",
             "status": 400,
         }
     }

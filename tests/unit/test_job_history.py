@@ -185,3 +185,13 @@ def test_a_job_whose_sensor_is_about_to_record_its_end_is_ending() -> None:
     assert row.identity.task_id == "submit"
     assert row.outcome()[0] == "ending"
     assert "the task waiting for it (wait: deferred) is still active" in str(row.outcome()[1])
+
+
+def test_an_episode_kept_by_another_release_is_read_back_in_this_releases_shape() -> None:
+    # The page's answer is typed (extra keys refused): a stored episode with a key of its own, or
+    # without one, must not fail the whole table.
+    stored = {"number": 1, "reason": "preempted", "started_at": "2026-12-01T11:55:00+00:00", "by": "x"}
+    record = HistoryRecord({**started(), "disruptions": [stored]}, identity("train"), "success", 1)
+    (episode,) = record.summary()["disruptions"]
+    assert "by" not in episode
+    assert (episode["reason"], episode["pods"], episode["ended_at"]) == ("preempted", [], None)
