@@ -32,7 +32,7 @@ def create_app(
 
     :param authenticate: authenticate with the API server's auth manager (inside Airflow); False
         shows everything to anyone (tests, or an app behind another authenticating proxy).
-    :param settings_loader: reads the ``[gang]`` options, per request.
+    :param settings_loader: reads the ``[gang]`` options (and the pages' default timezone), per request.
     :param reader_factory: the cluster reader for those options.
     :param metadata: reads the metadata DB.
     """
@@ -53,6 +53,6 @@ def create_app(
         return JSONResponse(error.body(), status_code=error.status, headers={"Cache-Control": "no-store"})
 
     app.include_router(api_router(service), prefix="/api")
-    app.include_router(pages_router())
+    app.include_router(pages_router(settings_loader))
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     return app
