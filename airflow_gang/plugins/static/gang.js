@@ -11,34 +11,112 @@
   const REFRESH_MS = Math.max(1, Number(params.get("refresh")) || 5) * 1000;
   const SVG_NS = "http://www.w3.org/2000/svg";
   const PAGE_SIZE = 100;
-  const ENDED = ["succeeded", "failed", "admission_timeout", "timed_out", "lost", "killed", "gone"];
+  // "ending": its objects are gone while its task is still active, about to record how it
+  // ended: not live any more, its end not known yet.
+  const ENDING = "ending";
+  const ENDED = ["succeeded", "failed", "admission_timeout", "timed_out", "lost", "killed", "gone", ENDING];
   const DISRUPTED = "disrupted";
   const RANGES = { "1h": 3600, "24h": 86400, "7d": 7 * 86400, "30d": 30 * 86400 };
   let paused = false;
   let timer = null;
   let offset = 0;
 
-  // Times as Airflow's UI shows them: in the timezone its user chose (Airflow keeps it in this
-  // origin's localStorage under "timezone"; the browser's own zone until one is chosen), 24-hour.
-  function airflowTimezone() {
-    const fallback = Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC";
-    let zone = null;
+  // --- times: 24-hour, in one timezone ---------------------------------------------------------
+  // The default is Airflow's [core] default_timezone, handed over by the server in data-timezone
+  // (an IANA name, "UTC", or "system": the browser's own zone). The user's own choice, from the
+  // header's control, is kept under this page's own localStorage key; ?tz=<IANA name> in the
+  // address wins over both. A zone the browser does not know is ignored (the next one applies).
+  const TZ_KEY = "airflow-gang.timezone";
+  const BROWSER = "browser";  // the stored choice "the browser's own zone, wherever it is"
+  const BROWSER_ZONE = (() => {
     try {
-      const raw = window.localStorage.getItem("timezone");
-      if (raw) {
-        try { zone = JSON.parse(raw); } catch (error) { zone = raw; }
-      }
-      new Intl.DateTimeFormat("en-US", { timeZone: zone || fallback });
+      return Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC";
     } catch (error) {
-      zone = null;
+      return "UTC";
     }
-    return typeof zone === "string" && zone ? zone : fallback;
+  })();
+
+  // Every zone name the browser lists (for the control's list, and to spell a name as it does).
+  let zoneNames = null;
+  function listedZones() {
+    if (zoneNames === null) {
+      try {
+        zoneNames = typeof Intl.supportedValuesOf === "function" ? Intl.supportedValuesOf("timeZone") : [];
+      } catch (error) {
+        zoneNames = [];
+      }
+    }
+    return zoneNames;
   }
-  const TIMEZONE = airflowTimezone();
-  const CLOCK = new Intl.DateTimeFormat("en-GB", {
-    timeZone: TIMEZONE, year: "numeric", month: "2-digit", day: "2-digit",
-    hour: "2-digit", minute: "2-digit", second: "2-digit", hourCycle: "h23",
-  });
+
+  // The zone's name, or null for one the browser does not know. A known name is kept as written
+  // (browsers resolve some to older aliases: Asia/Kolkata to Asia/Calcutta), but in the case the
+  // browser's list spells it ("europe/paris" -> "Europe/Paris").
+  function knownZone(value) {
+    if (typeof value !== "string" || !value.trim()) return null;
+    const name = value.trim();
+    if (name.toLowerCase() === "utc") return "UTC";
+    if (name.toLowerCase() === "system" || name === BROWSER) return BROWSER_ZONE;
+    try {
+      new Intl.DateTimeFormat("en-US", { timeZone: name });  // throws RangeError for an unknown zone
+    } catch (error) {
+      return null;
+    }
+    const lower = name.toLowerCase();
+    return listedZones().find((listed) => listed.toLowerCase() === lower) || name;
+  }
+
+  function storedZone() {
+    try {
+      return window.localStorage.getItem(TZ_KEY) || "";
+    } catch (error) {  // storage refused (privacy settings, a sandbox)
+      return "";
+    }
+  }
+
+  function storeZone(value) {
+    try {
+      if (value) window.localStorage.setItem(TZ_KEY, value);
+      else window.localStorage.removeItem(TZ_KEY);
+    } catch (error) {
+      // not kept across visits; this page still shows it
+    }
+  }
+
+  const DEFAULT_SETTING = (body.dataset.timezone || "").trim();
+  const DEFAULT_ZONE = knownZone(DEFAULT_SETTING) || "UTC";
+  let TIMEZONE = DEFAULT_ZONE;
+  let ZONE_SOURCE = "default";  // "address" (?tz=), "user" (the control) or "default" (Airflow's)
+  let CLOCK = null;
+
+  function chooseZone() {
+    const ignored = [];
+    const candidates = [[params.get("tz"), "address"], [storedZone(), "user"]];
+    for (const [value, source] of candidates) {
+      if (!value) continue;
+      const zone = knownZone(value);
+      if (zone) return { zone, source, ignored };
+      ignored.push(value);
+    }
+    return { zone: DEFAULT_ZONE, source: "default", ignored };
+  }
+
+  function applyZone() {
+    const { zone, source, ignored } = chooseZone();
+    TIMEZONE = zone;
+    ZONE_SOURCE = source;
+    CLOCK = new Intl.DateTimeFormat("en-GB", {
+      timeZone: TIMEZONE, year: "numeric", month: "2-digit", day: "2-digit",
+      hour: "2-digit", minute: "2-digit", second: "2-digit", hourCycle: "h23",
+    });
+    const label = document.getElementById("timezone");
+    label.textContent = `times in ${TIMEZONE}`;
+    label.dataset.source = source;
+    label.title = (source === "address" ? "from the address (?tz=)" : source === "user" ? "your choice on this page"
+      : `Airflow's [core] default_timezone (${DEFAULT_SETTING || "utc"})`) +
+      (ignored.length ? `; unknown timezone ignored: ${ignored.join(", ")}` : "");
+  }
+  applyZone();
 
   // --- small helpers ------------------------------------------------------------------------
 
@@ -113,8 +191,11 @@
   }
 
   function jobUrl(namespace, name, kind) {
-    const query = kind && kind !== "PyTorchJob" ? kindQuery(kind) : "";
-    return `${ROOT}/jobs/${encodeURIComponent(namespace)}/${encodeURIComponent(name)}${query}`;
+    const query = new URLSearchParams();
+    if (kind && kind !== "PyTorchJob") query.set("kind", kind);
+    if (params.get("tz")) query.set("tz", params.get("tz"));  // the zone asked for follows the links
+    const suffix = query.toString() ? `?${query.toString()}` : "";
+    return `${ROOT}/jobs/${encodeURIComponent(namespace)}/${encodeURIComponent(name)}${suffix}`;
   }
 
   // "disrupted" is both a live state (a running gang losing pods now) and, for a job its task
@@ -154,7 +235,7 @@
   // The spans a job spent disrupted, waiting to be whole again: a live job's current one (from
   // its first lost pod's mark, or now if none carries a time, to now); a recorded job's episodes
   // (each to its re-admission, else its end, else the job's end).
-  function disruptionSpans(job, now) {
+  function disruptionSpans(job, now, until = now) {
     const d = job.disruption;
     if (d) {
       const pods = (d.pods || []).length ? ` (${d.pods.join(", ")})` : "";
@@ -165,7 +246,7 @@
     }
     return (job.disruptions || []).map((episode) => {
       const start = epoch(episode.started_at);
-      const end = epoch(episode.readmitted_at) ?? epoch(episode.ended_at) ?? epoch(job.finished_at) ?? now;
+      const end = epoch(episode.readmitted_at) ?? epoch(episode.ended_at) ?? epoch(job.finished_at) ?? until;
       const pods = episode.pods || [];
       const nodes = (episode.nodes || []).length ? ` on ${episode.nodes.join(", ")}` : "";
       const back = episode.readmitted_at ? ", until re-admitted" : episode.requeued ? ", not re-admitted" : "";
@@ -175,6 +256,35 @@
         (episode.detail ? ` — ${episode.detail}` : "");
       return { start, end, title };
     }).filter((span) => span.start !== null);
+  }
+
+  // --- a job's time on the charts ---------------------------------------------------------------
+
+  // Live: its objects exist (or, for an entry without the table's row, it has no end yet). A
+  // job "ending" is not live: its objects are gone.
+  function jobLive(job) {
+    if ((job.gang_state || job.state) === ENDING) return false;
+    return job.live ?? !job.finished_at;
+  }
+
+  // Still growing on a chart: live and unfinished; such a job runs to now.
+  function growing(job) {
+    return jobLive(job) && !job.finished_at;
+  }
+
+  // Where a job's bars end: its end; for a job not live that has no end, the moment it was last
+  // seen (never before its last known moment: submission or admission); now while it grows.
+  function jobEnd(job, now) {
+    const finished = epoch(job.finished_at);
+    if (finished !== null) return finished;
+    if (growing(job)) return now;
+    const known = [job.queued_at, job.admitted_at, job.last_seen_at].map(epoch).filter((t) => t !== null);
+    return known.length ? Math.max(...known) : now;
+  }
+
+  // Not live, no end: drawn to when it was last seen, with a faded, dashed stub after it.
+  function endUnknown(job) {
+    return !job.finished_at && !jobLive(job);
   }
 
   // A live job losing pods now: why, which, since when, whether it is back in its queue.
@@ -260,12 +370,48 @@
     return data;
   }
 
+  // "TrainJob team/x", "PyTorchJob team/y": each job by its own kind.
+  function what(job) {
+    return `${job.kind || "job"} ${job.namespace}/${job.name}`;
+  }
+
   const CONFIRM = {
-    delete: (job) => `Delete PyTorchJob ${job.namespace}/${job.name} and its PodGroup? ` +
+    delete: (job) => `Delete ${what(job)} and its PodGroup? ` +
       "The Airflow task waiting for it fails (or, with retries left, trains again with a new job).",
-    suspend: (job) => `Suspend PyTorchJob ${job.namespace}/${job.name}? Its pods are deleted; it keeps its place in Airflow.`,
-    resume: (job) => `Resume PyTorchJob ${job.namespace}/${job.name}? It queues for its gang again.`,
+    suspend: (job) => `Suspend ${what(job)}? Its pods are deleted; it keeps its place in Airflow.`,
+    resume: (job) => `Resume ${what(job)}? It queues for its gang again.`,
   };
+
+  // Airflow's UI frames the page in an iframe sandboxed without allow-modals, where the browser
+  // ignores window.confirm() (it answers false at once): there the page asks in a <dialog>.
+  function modalsBlocked() {
+    try {
+      const frame = window.frameElement;  // null when not framed, or framed by another origin
+      return Boolean(frame && frame.hasAttribute("sandbox") && !frame.sandbox.contains("allow-modals"));
+    } catch (error) {
+      return false;
+    }
+  }
+
+  function confirmAction(message) {
+    const dialog = document.getElementById("confirm");
+    if (!modalsBlocked() || typeof dialog.showModal !== "function") {
+      return Promise.resolve(window.confirm(message));
+    }
+    document.getElementById("confirm-text").textContent = message;
+    dialog.returnValue = "";
+    return new Promise((resolve) => {
+      dialog.addEventListener("close", () => resolve(dialog.returnValue === "ok"), { once: true });
+      dialog.showModal();
+      document.getElementById("confirm-cancel").focus();
+    });
+  }
+
+  function setupConfirm() {
+    const dialog = document.getElementById("confirm");
+    document.getElementById("confirm-ok").addEventListener("click", () => dialog.close("ok"));
+    document.getElementById("confirm-cancel").addEventListener("click", () => dialog.close("cancel"));
+  }
 
   function actionButtons(job, noteId, reload) {
     if (!job.live || !job.managed) return null;
@@ -275,7 +421,7 @@
       const button = el("button", { type: "button", class: action === "delete" ? "danger" : null,
         dataset: { action } }, action);
       button.addEventListener("click", async () => {
-        if (!window.confirm(CONFIRM[action](job))) return;
+        if (!(await confirmAction(CONFIRM[action](job)))) return;
         const note = document.getElementById(noteId);
         try {
           const done = await act(job, action);
@@ -340,7 +486,10 @@
 
   // --- refresh loop -------------------------------------------------------------------------
 
+  let currentLoad = null;  // the view's loader, to draw it again at once (another timezone)
+
   async function tick(load) {
+    currentLoad = load;
     clearTimeout(timer);
     try {
       await load();
@@ -359,6 +508,79 @@
       if (!paused) tick(load);
       else clearTimeout(timer);
     });
+  }
+
+  // --- the timezone control (header) ----------------------------------------------------------
+
+  // The page's address without ?tz= (the user's choice replaces the address's).
+  function dropAddressZone() {
+    if (!params.has("tz")) return;
+    params.delete("tz");
+    const query = new URLSearchParams(window.location.search);
+    query.delete("tz");
+    const rest = query.toString();
+    window.history.replaceState(null, "", `${window.location.pathname}${rest ? `?${rest}` : ""}${window.location.hash}`);
+  }
+
+  function setupTimezone() {
+    const select = document.getElementById("tz-select");
+    const input = document.getElementById("tz-input");
+    const zones = document.getElementById("tz-zones");
+    const OTHER = "other";
+    const defaultLabel = DEFAULT_SETTING.toLowerCase() === "system" ? `this browser's, ${BROWSER_ZONE}` : DEFAULT_ZONE;
+
+    // The options: Airflow's default, UTC, the browser's zone, the zone shown now if it is none
+    // of those, and "other zone..." (a text field listing every zone the browser knows).
+    function fill() {
+      const stored = storedZone();
+      let selected = "";
+      if (ZONE_SOURCE === "address") selected = TIMEZONE;
+      else if (ZONE_SOURCE === "user") selected = stored === BROWSER ? BROWSER : TIMEZONE;
+      const choices = [["", `Airflow default (${defaultLabel})`], ["UTC", "UTC"], [BROWSER, `this browser (${BROWSER_ZONE})`]];
+      if (selected && !choices.some(([value]) => value === selected)) {
+        choices.push([selected, ZONE_SOURCE === "address" ? `${selected} (from the address)` : selected]);
+      }
+      choices.push([OTHER, "other zone…"]);
+      clear(select).append(...choices.map(([value, text]) => el("option", { value }, text)));
+      select.value = selected;
+    }
+
+    function choose(value) {
+      storeZone(value);
+      dropAddressZone();
+      applyZone();
+      fill();
+      input.hidden = true;
+      input.removeAttribute("aria-invalid");
+      if (currentLoad) tick(currentLoad);
+    }
+
+    select.addEventListener("change", () => {
+      if (select.value !== OTHER) {
+        choose(select.value);
+        return;
+      }
+      if (!zones.firstChild) zones.append(...listedZones().map((name) => el("option", { value: name })));
+      input.hidden = false;
+      input.value = "";
+      input.focus();
+    });
+    input.addEventListener("change", () => {
+      const zone = knownZone(input.value);
+      if (zone) {
+        choose(zone);
+      } else {
+        input.setAttribute("aria-invalid", "true");
+        input.title = `unknown timezone: ${input.value}`;
+      }
+    });
+    input.addEventListener("keydown", (event) => {
+      if (event.key === "Escape") {
+        input.hidden = true;
+        fill();
+      }
+    });
+    fill();
   }
 
   // --- jobs view ------------------------------------------------------------------------------
@@ -417,7 +639,7 @@
     const reason = [job.reason, job.warning].filter(Boolean).join(" · ");
     return el("tr", { dataset: { job: `${job.namespace}/${job.name}`, kind: job.kind || "", state: job.state, live: String(job.live) } },
       el("td", { class: "name" }, el("a", { href: jobUrl(job.namespace, job.name, job.kind), class: "job-link" }, job.name), deleted),
-      el("td", { class: "kind" }, job.kind || "PyTorchJob"),
+      el("td", { class: "kind" }, job.kind || "–"),
       el("td", {}, job.namespace),
       el("td", {}, job.queue || "–"),
       el("td", {}, badge(job.state)),
@@ -502,19 +724,23 @@
   }
 
   // One chart per queue: a row per job, grey while queued, then coloured by outcome.
+  // The axis runs from the first submission to now while a job on it still grows (live and
+  // unfinished), else to the latest moment of its jobs: a chart of ended jobs stops growing.
   function timelineChart(queue, jobs, now, single) {
-    const moments = (job) => [job.queued_at, job.admitted_at, job.finished_at].filter(Boolean)
-      .map((t) => new Date(t).getTime());
-    const open = jobs.some((job) => !job.finished_at);
+    const moments = (job) => [job.queued_at, job.admitted_at, job.finished_at, job.last_seen_at]
+      .map(epoch).filter((t) => t !== null);
+    const open = jobs.some(growing);
     const origin = Math.min(...jobs.map((job) => new Date(job.queued_at).getTime()));
     const end = open ? now : Math.max(...jobs.flatMap(moments));
     const span = Math.max(end - origin, 1000);
     const row = 24, label = single ? 10 : 230, width = 1000, top = 8, plot = width - label - 20;
+    const stub = 16;  // the faded, dashed end of a job whose end is unknown (fits the right margin)
     const height = top + row * jobs.length + 30;
     const x = (t) => label + plot * Math.max(0, Math.min(1, (t - origin) / span));
     const chart = svg("svg", {
       viewBox: `0 0 ${width} ${height}`, role: "img", "aria-label": `timeline of queue ${queue}`,
-      class: "timeline-svg", "data-queue": queue,
+      class: "timeline-svg", "data-queue": queue, "data-open": String(open),
+      "data-start": new Date(origin).toISOString(), "data-end": new Date(origin + span).toISOString(),
     });
     const step = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600, 43200, 86400]
       .find((s) => span / 1000 / s <= 8) || 86400;
@@ -529,22 +755,26 @@
     jobs.forEach((job, index) => {
       const y = top + index * row;
       const queued = new Date(job.queued_at).getTime();
-      const admitted = job.admitted_at ? new Date(job.admitted_at).getTime() : null;
-      const finished = job.finished_at ? new Date(job.finished_at).getTime() : null;
-      const link = svg("a", { href: jobUrl(job.namespace, job.name, job.kind), "data-job": `${job.namespace}/${job.name}` });
+      const admitted = epoch(job.admitted_at);
+      const live = jobLive(job);
+      const unknown = endUnknown(job);
+      const last = jobEnd(job, now);
+      const link = svg("a", {
+        href: jobUrl(job.namespace, job.name, job.kind), "data-job": `${job.namespace}/${job.name}`,
+        "data-end": unknown ? "unknown" : null,
+      });
       if (!single) {
         link.append(svg("text", { x: label - 8, y: y + 16, "text-anchor": "end", class: "label" }, job.name));
       }
       const state = job.gang_state || job.state;
-      const live = job.live ?? !job.finished_at;
       if (state === "stuck") {  // no gang: part of its pods hold GPUs while the rest wait
         link.append(svg("rect", {
-          x: x(queued), y: y + 4, width: Math.max(x(now) - x(queued), 2), height: row - 8, class: "bar bar-stuck",
+          x: x(queued), y: y + 4, width: Math.max(x(last) - x(queued), 2), height: row - 8, class: "bar bar-stuck",
         }, svg("title", {}, `${job.name}: ${job.reason || "stuck"}`)));
         chart.append(link);
         return;
       }
-      const queuedEnd = admitted || finished || now;
+      const queuedEnd = admitted ?? last;
       // A gang never admitted ends in its own colour (admission timeout, killed...), else grey.
       const waitClass = !admitted && ended(state, live) ? state : "queued";
       link.append(svg("rect", {
@@ -552,21 +782,27 @@
         class: `bar bar-${waitClass}`,
       }, svg("title", {}, `${job.name}: ${waitClass === "queued" ? "queued" : state} ${duration(((queuedEnd) - queued) / 1000)}` +
         (job.reason && !admitted ? ` — ${job.reason}` : ""))));
-      if (admitted) {
+      // Its run; for a job whose end is unknown only as far as it was seen running.
+      if (admitted !== null && !(unknown && last <= admitted)) {
         const runClass = ended(state, live) ? state : "running";
-        const runEnd = finished || now;
         link.append(svg("rect", {
-          x: x(admitted), y: y + 4, width: Math.max(x(runEnd) - x(admitted), 2), height: row - 8,
+          x: x(admitted), y: y + 4, width: Math.max(x(last) - x(admitted), 2), height: row - 8,
           class: `bar bar-${runClass}`,
-        }, svg("title", {}, `${job.name}: ${runClass} ${duration((runEnd - admitted) / 1000)}`)));
+        }, svg("title", {}, `${job.name}: ${runClass} ${duration((last - admitted) / 1000)}`)));
       }
       // Disrupted: waiting again, hatched over the run (inset, so the run's colour shows round it).
-      for (const span of disruptionSpans(job, now)) {
+      for (const span of disruptionSpans(job, now, last)) {
         const from = Math.max(span.start, admitted || queued);
         const to = Math.max(span.end, from);
         link.append(svg("rect", {
           x: x(from), y: y + 7, width: Math.max(x(to) - x(from), 3), height: row - 14, class: "bar bar-disruption",
         }, svg("title", {}, span.title)));
+      }
+      if (unknown) {
+        const seen = job.last_seen_at ? `last seen ${when(job.last_seen_at)}` : `not seen after ${when(new Date(last).toISOString())}`;
+        link.append(svg("rect", {
+          x: x(last), y: y + 4, width: stub, height: row - 8, class: "bar bar-end-unknown",
+        }, svg("title", {}, `${job.name}: ${state}, end unknown — ${seen}`)));
       }
       chart.append(link);
     });
@@ -574,12 +810,16 @@
   }
 
   // The timeline's entries with what the jobs table knows of the same jobs: live or recorded,
-  // the disruption a live one is in, the episodes a recorded one went through.
+  // its kind, when it was last seen, the disruption a live one is in, the episodes a recorded
+  // one went through.
   function withRows(entries, rows) {
     const byJob = new Map(rows.map((row) => [`${row.namespace}/${row.name}`, row]));
     return entries.map((entry) => {
       const row = byJob.get(`${entry.namespace}/${entry.name}`);
-      return row ? { ...entry, live: row.live, disruption: row.disruption, disruptions: row.disruptions } : entry;
+      return row ? {
+        ...entry, live: row.live, kind: entry.kind ?? row.kind, last_seen_at: entry.last_seen_at ?? row.last_seen_at ?? null,
+        disruption: row.disruption, disruptions: row.disruptions,
+      } : entry;
     });
   }
 
@@ -623,7 +863,9 @@
     filterForm.elements.all.checked = params.get("all") === "true";
     filterForm.addEventListener("change", () => {
       offset = 0;
-      const query = currentFilters().toString();
+      const filters = currentFilters();
+      if (params.get("tz")) filters.set("tz", params.get("tz"));
+      const query = filters.toString();
       window.history.replaceState(null, "", `${window.location.pathname}${query ? `?${query}` : ""}`);
       tick(loadJobsView);
     });
@@ -670,7 +912,8 @@
         ["bound", job.live ? `${job.replicas_bound}/${job.replicas_total}` : "–"]]),
       card("Time", [["submitted", when(job.queued_at)], ["queued", duration(job.queued_seconds)],
         ["ran", duration(job.run_seconds)], ["finished", when(job.finished_at)],
-        ["GPU-hours", gpuHours(job.gpu_seconds)]]),
+        endUnknown(job) ? ["last seen", when(job.last_seen_at)] : null,
+        ["GPU-hours", gpuHours(job.gpu_seconds)]].filter(Boolean)),
     );
     if (job.failed_replica || job.exit_code !== undefined && job.exit_code !== null) {
       document.getElementById("job-cards").append(card("Failure", [["replica", job.failed_replica], ["exit code", job.exit_code]]));
@@ -684,7 +927,8 @@
       document.getElementById("job-cards").append(disruptionCard(job.disruption, now));
     } else if (job.reason) {
       document.getElementById("job-cards").append(
-        el("div", { class: "card reason-card" }, el("h3", {}, ended(job.state, job.live) ? "How it ended" : job.state === "stuck" ? "Why it is stuck" : "Why it waits"),
+        el("div", { class: "card reason-card" }, el("h3", {}, job.state === ENDING ? "How it is ending"
+          : ended(job.state, job.live) ? "How it ended" : job.state === "stuck" ? "Why it is stuck" : "Why it waits"),
           el("p", { id: "job-reason" }, job.reason)));
     }
 
@@ -702,7 +946,7 @@
           el("span", { class: "muted" }, ` — task state ${waiter.state || "unknown"}`)));
       }
     } else {
-      airflow.append(el("p", { class: "muted" }, "This PyTorchJob was not submitted by Airflow."));
+      airflow.append(el("p", { class: "muted" }, `This ${job.kind || "job"} was not submitted by Airflow.`));
     }
 
     clear(document.getElementById("job-actions")).append(
@@ -726,7 +970,8 @@
 
     const timelineBox = clear(document.getElementById("job-timeline"));
     if (data.timeline) {
-      const entry = { ...data.timeline, gang_state: job.state, reason: job.reason, live: job.live,
+      const entry = { ...data.timeline, gang_state: job.state, reason: job.reason, live: job.live, kind: job.kind,
+        last_seen_at: data.timeline.last_seen_at ?? job.last_seen_at ?? null,
         disruption: job.disruption, disruptions: job.disruptions };
       timelineBox.append(el("div", { class: "timeline" }, timelineChart(job.queue || "-", [entry], now, true)));
     }
@@ -796,7 +1041,8 @@
     tick(loadJobView);
   }
 
-  document.getElementById("timezone").textContent = `times in ${TIMEZONE}`;
+  setupTimezone();
+  setupConfirm();
   if (VIEW === "job") startJobView();
   else startJobsView();
 })();
