@@ -9,7 +9,7 @@ comma := ,
 INSTALLED := $(VENV)/.installed-$(subst $(comma),-,$(EXTRAS))
 export AIRFLOW_HOME ?= $(CURDIR)/.airflow
 
-.PHONY: install services test test-fast test-slow lint demo demo-train airflow bench clean
+.PHONY: install services test test-fast test-slow lint demo demo-train airflow bench screenshots clean
 
 # setuptools >= 77 reads the PEP 639 license strings of our pyproject files; a venv's bundled one
 # (65 on Python 3.11) cannot, and the wheel test builds without isolation.
@@ -64,6 +64,12 @@ demo-train: | $(BIN)/python
 # embedded cluster, until Ctrl-C; its home is .airflow-local/. ARGS="--port 8081" passes options.
 airflow: $(INSTALLED)
 	$(BIN)/airflow-gang airflow --home .airflow-local --dags dags $(ARGS)
+
+# The Gang jobs page's screenshots in docs/screenshots: the jobs page and a job's page, light and
+# dark (gang-jobs-light.png, gang-jobs-dark.png, gang-job-light.png, gang-job-dark.png), taken by
+# the browser tests (headless Chromium) on the embedded cluster's jobs in every phase.
+screenshots: $(INSTALLED)
+	GANG_SCREENSHOTS_DIR=docs/screenshots $(BIN)/pytest tests/plugins/test_browser.py -k screenshots -q
 
 BENCHMARKS := $(wildcard benchmarks/bench_*.py)
 

@@ -275,10 +275,10 @@ def page_url(ran: Ran) -> Iterator[str]:
 
 
 def with_airflow_timezone(browser: Any, url: str, zone: str) -> None:
-    """Open ``url`` as a user whose Airflow UI timezone is ``zone`` (Airflow keeps it in the
-    origin's localStorage, JSON-encoded)."""
+    """Open ``url`` as a user who chose ``zone`` in the page's timezone control (the page keeps
+    the choice under its own localStorage key; it does not read Airflow UI's internal one)."""
     browser.get(url)
-    browser.execute_script("window.localStorage.setItem('timezone', arguments[0]);", json.dumps(zone))
+    browser.execute_script("window.localStorage.setItem('airflow-gang.timezone', arguments[0]);", zone)
     browser.get(url)
 
 
