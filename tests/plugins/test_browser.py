@@ -576,10 +576,9 @@ def test_times_follow_airflows_default_timezone_the_users_choice_and_tz(
     # ?tz= wins over both, and follows the links to a job's page.
     browser.get(f"{page}&tz=Asia/Kolkata")
     shows("Asia/Kolkata")
+    kolkata = quote("Asia/Kolkata", safe="")
     link = css(browser, f'#jobs-table tr[data-job="default/{train}"] a.job-link')[0]
-    assert link.get_attribute("href").endswith(
-        f"/paris/jobs/default/{train}?tz={quote('Asia/Kolkata', safe='')}"
-    )
+    assert link.get_attribute("href").endswith(f"/paris/jobs/default/{train}?tz={kolkata}")
     link.click()
     wait_for(browser, lambda d: css(d, "#job-cards dd"), "the job page")
     shows_on_job = in_zone(queued_at, "Asia/Kolkata")
@@ -587,6 +586,7 @@ def test_times_follow_airflows_default_timezone_the_users_choice_and_tz(
         browser, lambda d: shows_on_job in css(d, "#job-cards")[0].text, "its submission in Asia/Kolkata"
     )
     assert zone_shown(browser) == "times in Asia/Kolkata"
+    assert css(browser, "a.back")[0].get_attribute("href").endswith(f"/paris/?tz={kolkata}")
 
     # An unknown zone is ignored: the user's choice, else Airflow's default; the page works.
     browser.get(f"{page}&tz=Mars/Olympus_Mons")

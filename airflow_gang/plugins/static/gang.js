@@ -522,6 +522,14 @@
     window.history.replaceState(null, "", `${window.location.pathname}${rest ? `?${rest}` : ""}${window.location.hash}`);
   }
 
+  // The links back to the jobs page carry ?tz= as the job links do.
+  function homeLinks() {
+    const zone = params.get("tz");
+    for (const link of document.querySelectorAll("a.brand, a.back")) {
+      link.href = `${ROOT}/${zone ? `?tz=${encodeURIComponent(zone)}` : ""}`;
+    }
+  }
+
   function setupTimezone() {
     const select = document.getElementById("tz-select");
     const input = document.getElementById("tz-input");
@@ -548,6 +556,7 @@
     function choose(value) {
       storeZone(value);
       dropAddressZone();
+      homeLinks();
       applyZone();
       fill();
       input.hidden = true;
@@ -581,6 +590,7 @@
       }
     });
     fill();
+    homeLinks();
   }
 
   // --- jobs view ------------------------------------------------------------------------------
