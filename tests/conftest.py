@@ -64,6 +64,7 @@ BESIDE = (
     "stack/test_stack.py",
     "stack/test_cli.py",
     "plugins/test_airflow_api_server.py",
+    "e2e/test_demo.py",  # `make demo`: airflow dags test in a process of its own
 )
 
 

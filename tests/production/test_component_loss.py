@@ -18,6 +18,7 @@ import os
 import signal
 import time
 
+import pytest
 from kubernetes import client as k8s
 
 from airflow_gang.gang_state import last_true_condition
@@ -116,6 +117,10 @@ def test_a_lost_celery_worker_s_task_is_retried_on_the_same_job(
     assert retry_began - killed_at >= dt.timedelta(seconds=HEARTBEAT_TIMEOUT - 5)
 
 
+# Slow (CI's time budget): the Celery worker's loss is noticed as in the test above, and the
+# reaper's deletion of a failed task's job runs in every CI run on the real stack
+# (tests/realstack/test_deployment.py::test_jobs_of_tasks_failed_from_outside_are_reaped).
+@pytest.mark.slow
 def test_a_lost_celery_worker_s_task_without_retries_has_its_job_reaped(
     stack: AirflowStack, api: k8s.ApiClient
 ) -> None:
