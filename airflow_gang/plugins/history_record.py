@@ -62,7 +62,7 @@ class HistoryRecord:
         state = str(record.get("state") or SUBMITTED)
         if state in ENDED_STATES:
             return state, record.get("reason")
-        if self._try_still_active():
+        if self.still_active():
             return ENDING, (
                 f"the job is deleted; its task ({self.task_state}, try {self.task_try}) is still active "
                 "and records how it ended as it resumes"
@@ -85,9 +85,6 @@ class HistoryRecord:
 
     def still_active(self) -> bool:
         """Whether the try that wrote this record runs still (or is about to resume)."""
-        return self._try_still_active()
-
-    def _try_still_active(self) -> bool:
         if self.task_state not in ACTIVE_TASK_STATES:
             return False
         written_by = self.identity.try_number
@@ -99,7 +96,7 @@ class HistoryRecord:
         The chart ends the job's bar there instead of drawing it to "now" for ever."""
         if self.record.get("finished_at"):
             return None
-        if self.task_ended_at and not self._try_still_active() and not self.active_waiter:
+        if self.task_ended_at and not self.still_active() and not self.active_waiter:
             return self.task_ended_at
         return self.record.get("recorded_at")
 
