@@ -36,6 +36,7 @@ from airflow_gang.hooks.gang import GangJobHook
 from airflow_gang.naming import job_name
 from airflow_gang.spec import GangJobSpec
 from gang_sim.cluster import SimCluster
+from tests.e2e.conftest import load_dag_file
 from tests.metadata import migrate_db
 from tests.waiting import eventually
 
@@ -342,3 +343,35 @@ def served(app: Any, name: str) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(timeout=10)
+
+
+# -- a module's own cluster behind a connection, and its DAG file --------------------------------
+
+
+def write_scenario_dag(dag_id: str, source: str, *, namespace: str, conn_id: str) -> Any:
+    """Write ``source`` (``__DAG_ID__``, ``__NAMESPACE__``, ``__CONN_ID__`` filled in) into the
+    DAGs folder and load it (``dag.test()`` needs the file there)."""
+    path = DAGS / f"{dag_id}.py"
+    text = textwrap.dedent(source)
+    for key, value in {"__DAG_ID__": dag_id, "__NAMESPACE__": namespace, "__CONN_ID__": conn_id}.items():
+        text = text.replace(key, value)
+    path.write_text(text)
+    return load_dag_file(path, dag_id)
+
+
+@contextlib.contextmanager
+def cluster_behind(conn_id: str, namespace: str) -> Iterator[SimCluster]:
+    """A 2 x 2-GPU cluster with ``namespace``, reached through Airflow connection ``conn_id``
+    (set for the block's length) and the metadata DB migrated: a plugin module's own scenario."""
+    migrate_db()
+    variable = f"AIRFLOW_CONN_{conn_id.upper()}"
+    with SimCluster(nodes=2, gpus_per_node=2, schedule_period=0.2) as cluster:
+        with cluster.api_client() as api:
+            k8s.CoreV1Api(api).create_namespace({"metadata": {"name": namespace}})
+        os.environ[variable] = json.dumps(
+            {"conn_type": "kubernetes", "extra": {"kube_config_path": cluster.kubeconfig_path}}
+        )
+        try:
+            yield cluster
+        finally:
+            os.environ.pop(variable, None)

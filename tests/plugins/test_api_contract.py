@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import textwrap
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import partial
@@ -31,7 +29,6 @@ from typing import Any
 import httpx
 import pytest
 from fastapi import FastAPI
-from kubernetes import client as k8s
 from pydantic import BaseModel
 
 from airflow_gang.plugins.app import create_app
@@ -45,16 +42,12 @@ from airflow_gang.plugins.schemas import (
 )
 from airflow_gang.plugins.service import GangPageService
 from airflow_gang.plugins.settings import UiSettings
-from gang_sim.cluster import SimCluster
-from tests.e2e.conftest import load_dag_file
-from tests.metadata import migrate_db
-from tests.plugins.conftest import OTHER_NAMESPACE, Scenario, served
+from tests.plugins.conftest import OTHER_NAMESPACE, Scenario, cluster_behind, served, write_scenario_dag
 from tests.waiting import eventually
 
 REPO = Path(__file__).resolve().parents[2]
 SNAPSHOT = REPO / "docs" / "page-api" / "openapi.json"
 REGENERATE = ".venv/bin/python scripts/page_openapi.py"
-DAGS = Path(os.environ["AIRFLOW__CORE__DAGS_FOLDER"])
 DAG_ID = "gang_api_contract"
 NAMESPACE = "contract"
 CONN_ID = "gang_contract_cluster"
@@ -202,12 +195,7 @@ def test_live_pytorchjobs_in_every_phase_answer_their_schema(scenario_api: Api) 
 
 
 def write_dag() -> Any:
-    path = DAGS / f"{DAG_ID}.py"
-    text = textwrap.dedent(DAG_SOURCE)
-    for key, value in {"__DAG_ID__": DAG_ID, "__NAMESPACE__": NAMESPACE, "__CONN_ID__": CONN_ID}.items():
-        text = text.replace(key, value)
-    path.write_text(text)
-    return load_dag_file(path, DAG_ID)
+    return write_scenario_dag(DAG_ID, DAG_SOURCE, namespace=NAMESPACE, conn_id=CONN_ID)
 
 
 def settled(api: Api) -> dict[str, dict[str, Any]] | None:
@@ -230,29 +218,19 @@ def contract() -> Iterator[Api]:
     """Five jobs of a DAG run on a 4-GPU cluster: a TrainJob that succeeded and a PyTorchJob that
     failed, both deleted (recorded); a TrainJob running on 2 GPUs; a TrainJob and a PyTorchJob of
     4 GPUs each, submitted without waiting, queued behind it."""
-    migrate_db()
-    variable = f"AIRFLOW_CONN_{CONN_ID.upper()}"
-    with SimCluster(nodes=2, gpus_per_node=2, schedule_period=0.2) as cluster:
-        with cluster.api_client() as client:
-            k8s.CoreV1Api(client).create_namespace({"metadata": {"name": NAMESPACE}})
-        os.environ[variable] = json.dumps(
-            {"conn_type": "kubernetes", "extra": {"kube_config_path": cluster.kubeconfig_path}}
-        )
-        try:
-            dag_run = write_dag().test()
-            states = {ti.task_id: str(ti.state) for ti in dag_run.get_task_instances()}
-            assert states == {
-                "tj_done": "success",
-                "pt_broken": "failed",
-                "tj_train": "success",
-                "tj_waiting": "success",
-                "pt_waiting": "success",
-            }
-            with page_api(UiSettings(conn_id=CONN_ID, namespaces=(NAMESPACE,))) as api:
-                eventually(lambda: settled(api), timeout=60, interval=0.5, message="(the jobs never settled)")
-                yield api
-        finally:
-            os.environ.pop(variable, None)
+    with cluster_behind(CONN_ID, NAMESPACE):
+        dag_run = write_dag().test()
+        states = {ti.task_id: str(ti.state) for ti in dag_run.get_task_instances()}
+        assert states == {
+            "tj_done": "success",
+            "pt_broken": "failed",
+            "tj_train": "success",
+            "tj_waiting": "success",
+            "pt_waiting": "success",
+        }
+        with page_api(UiSettings(conn_id=CONN_ID, namespaces=(NAMESPACE,))) as api:
+            eventually(lambda: settled(api), timeout=60, interval=0.5, message="(the jobs never settled)")
+            yield api
 
 
 def test_live_and_recorded_jobs_of_both_kinds_answer_their_schema(contract: Api) -> None:

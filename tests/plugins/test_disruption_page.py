@@ -18,9 +18,6 @@ and the training-operator recreates the replica the moment the old pod is gone.
 from __future__ import annotations
 
 import datetime as dt
-import json
-import os
-import textwrap
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -37,12 +34,17 @@ from airflow_gang.naming import TASK_ID_LABEL, job_name
 from airflow_gang.plugins.app import create_app
 from airflow_gang.plugins.settings import UiSettings
 from gang_sim.cluster import SimCluster
-from tests.e2e.conftest import load_dag_file
-from tests.metadata import migrate_db
-from tests.plugins.conftest import ADMITTED_PHASES, css, script_errors, served, wait_for
+from tests.plugins.conftest import (
+    ADMITTED_PHASES,
+    cluster_behind,
+    css,
+    script_errors,
+    served,
+    wait_for,
+    write_scenario_dag,
+)
 from tests.waiting import eventually
 
-DAGS = Path(os.environ["AIRFLOW__CORE__DAGS_FOLDER"])
 DAG_ID = "gang_disruption_scenario"
 NAMESPACE = "disruption"
 CONN_ID = "gang_disruption_cluster"
@@ -163,24 +165,13 @@ class Evictor:
 
 
 def write_dag() -> Any:
-    path = DAGS / f"{DAG_ID}.py"
-    text = textwrap.dedent(DAG_SOURCE)
-    for key, value in {"__DAG_ID__": DAG_ID, "__NAMESPACE__": NAMESPACE, "__CONN_ID__": CONN_ID}.items():
-        text = text.replace(key, value)
-    path.write_text(text)
-    return load_dag_file(path, DAG_ID)
+    return write_scenario_dag(DAG_ID, DAG_SOURCE, namespace=NAMESPACE, conn_id=CONN_ID)
 
 
 @pytest.fixture(scope="module")
 def ran() -> Iterator[Ran]:
-    migrate_db()
-    variable = f"AIRFLOW_CONN_{CONN_ID.upper()}"
-    with SimCluster(nodes=2, gpus_per_node=2, schedule_period=0.2) as cluster, cluster.api_client() as api:
+    with cluster_behind(CONN_ID, NAMESPACE) as cluster, cluster.api_client() as api:
         core = k8s.CoreV1Api(api)
-        core.create_namespace({"metadata": {"name": NAMESPACE}})
-        os.environ[variable] = json.dumps(
-            {"conn_type": "kubernetes", "extra": {"kube_config_path": cluster.kubeconfig_path}}
-        )
         held: list[str] = []
         try:
             page = TestClient(create_app(authenticate=False, settings_loader=lambda: SETTINGS))
@@ -201,7 +192,6 @@ def ran() -> Iterator[Ran]:
         finally:
             for name in held:
                 release(core, name)
-            os.environ.pop(variable, None)
 
 
 @pytest.fixture(scope="module")

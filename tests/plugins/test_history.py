@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
-import textwrap
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,12 +29,9 @@ from airflow_gang.plugins.app import create_app
 from airflow_gang.plugins.settings import UiSettings
 from airflow_gang.spec import GangJobSpec
 from gang_sim.cluster import SimCluster
-from tests.e2e.conftest import load_dag_file
-from tests.metadata import migrate_db
-from tests.plugins.conftest import css, script_errors, served, wait_for
+from tests.plugins.conftest import cluster_behind, css, script_errors, served, wait_for, write_scenario_dag
 from tests.waiting import eventually
 
-DAGS = Path(os.environ["AIRFLOW__CORE__DAGS_FOLDER"])
 DAG_ID = "gang_history_scenario"
 NAMESPACE = "history"
 CONN_ID = "gang_history_cluster"
@@ -87,37 +82,22 @@ class Ran:
 
 
 def write_dag(dag_id: str, source: str) -> Any:
-    path = DAGS / f"{dag_id}.py"
-    text = textwrap.dedent(source)
-    for key, value in {"__DAG_ID__": dag_id, "__NAMESPACE__": NAMESPACE, "__CONN_ID__": CONN_ID}.items():
-        text = text.replace(key, value)
-    path.write_text(text)
-    return load_dag_file(path, dag_id)
+    return write_scenario_dag(dag_id, source, namespace=NAMESPACE, conn_id=CONN_ID)
 
 
 @pytest.fixture(scope="module")
 def ran() -> Iterator[Ran]:
-    migrate_db()
-    variable = f"AIRFLOW_CONN_{CONN_ID.upper()}"
-    with SimCluster(nodes=2, gpus_per_node=2, schedule_period=0.2) as cluster:
-        with cluster.api_client() as api:
-            k8s.CoreV1Api(api).create_namespace({"metadata": {"name": NAMESPACE}})
-        os.environ[variable] = json.dumps(
-            {"conn_type": "kubernetes", "extra": {"kube_config_path": cluster.kubeconfig_path}}
-        )
-        try:
-            dag_run = write_dag(DAG_ID, DAG_SOURCE).test()
-            states = {ti.task_id: ti.state for ti in dag_run.get_task_instances()}
-            assert states == {"done": "success", "broken": "failed", "starved": "failed"}
-            jobs = {
-                "done": job_name(DAG_ID, "done", dag_run.run_id, -1, 1),
-                "broken": job_name(DAG_ID, "broken", dag_run.run_id, -1, 1),
-                "starved#1": job_name(DAG_ID, "starved", dag_run.run_id, -1, 1),
-                "starved#2": job_name(DAG_ID, "starved", dag_run.run_id, -1, 2),
-            }
-            yield Ran(cluster, dag_run.run_id, jobs)
-        finally:
-            os.environ.pop(variable, None)
+    with cluster_behind(CONN_ID, NAMESPACE) as cluster:
+        dag_run = write_dag(DAG_ID, DAG_SOURCE).test()
+        states = {ti.task_id: ti.state for ti in dag_run.get_task_instances()}
+        assert states == {"done": "success", "broken": "failed", "starved": "failed"}
+        jobs = {
+            "done": job_name(DAG_ID, "done", dag_run.run_id, -1, 1),
+            "broken": job_name(DAG_ID, "broken", dag_run.run_id, -1, 1),
+            "starved#1": job_name(DAG_ID, "starved", dag_run.run_id, -1, 1),
+            "starved#2": job_name(DAG_ID, "starved", dag_run.run_id, -1, 2),
+        }
+        yield Ran(cluster, dag_run.run_id, jobs)
 
 
 @pytest.fixture(scope="module")
