@@ -23,12 +23,11 @@ from typing import Any
 from gang_sim.controllers.batch_job_plan import JobPlan, plan_job
 from gang_sim.controllers.client import JsonDict, KubeClient
 from gang_sim.controllers.concurrency import in_parallel
-from gang_sim.controllers.creation_batch import CreationBatch
+from gang_sim.controllers.creation_batch import CreationBatch, rounds
 from gang_sim.controllers.informer import Cache, deep_get
 from gang_sim.controllers.kinds import JOBS, PODS, Kind, object_key
 from gang_sim.controllers.object_controller import WRITE_ERRORS, ObjectController, creation_order
 from gang_sim.controllers.ownership import controlled_by, controller_uid
-from gang_sim.controllers.training_plan import rounds
 
 log = logging.getLogger(__name__)
 

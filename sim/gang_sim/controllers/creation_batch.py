@@ -7,15 +7,18 @@ jobs of one submission arrive a few milliseconds apart, so a job that has no pod
 no other new job has appeared for ``window`` seconds (at most ``limit`` after the first of them),
 which makes that interleaving, and the partial-placement deadlock it leads to without gang
 scheduling, deterministic. A suspended job is not yet submitted as far as its pods go: jobs
-resumed together get their pods together, like jobs created together.
+resumed together get their pods together, like jobs created together. `rounds` is the order
+the pods of a released batch then go out in: every job's first, then every job's second ...
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Sequence
+from typing import TypeVar
 
+T = TypeVar("T")
 BATCH_LIMIT = 1.0  # seconds a steady stream of new jobs may hold back the first ones' pods
 
 
@@ -53,3 +56,22 @@ class CreationBatch:
             return set()
         asyncio.get_running_loop().call_later(release - moment, wake)
         return set(fresh)
+
+
+def rounds(queues: Sequence[Sequence[T]]) -> list[list[T]]:
+    """The first item of each queue, then the second of each, ...: one list per round.
+
+    A controller's parallel workers create the pods of jobs submitted together side by side, so
+    a first-come first-fit scheduler sees the masters of every job before any job's second pod.
+    Rounds go out one after another (inside a round, in parallel), which keeps the partial-
+    placement deadlock deterministic without sending one pod at a time.
+    """
+    return [
+        [queue[row] for queue in queues if row < len(queue)]
+        for row in range(max((len(queue) for queue in queues), default=0))
+    ]
+
+
+def interleave(queues: Sequence[Sequence[T]]) -> list[T]:
+    """`rounds`, flattened: round-robin over the queues."""
+    return [item for row in rounds(queues) for item in row]

@@ -30,7 +30,7 @@ import logging
 from collections.abc import Callable
 
 from gang_sim.controllers.client import ApiError, JsonDict, KubeClient
-from gang_sim.controllers.clock import utc_now
+from gang_sim.controllers.clock import parse_time, utc_now
 from gang_sim.controllers.informer import Cache, deep_get
 from gang_sim.controllers.kinds import (
     JOBS,
@@ -42,7 +42,6 @@ from gang_sim.controllers.kinds import (
     Kind,
     object_key,
 )
-from gang_sim.controllers.kubelet_status import parse_time
 from gang_sim.controllers.metav1_conditions import set_condition
 from gang_sim.controllers.runner import Controller
 from gang_sim.intstr import scaled_value

@@ -48,6 +48,8 @@ PYTORCHJOBS = Kind("kubeflow.org", "v1", "pytorchjobs", True, "PyTorchJob")
 PODGROUPS = Kind("scheduling.volcano.sh", "v1beta1", "podgroups", True, "PodGroup")
 QUEUES = Kind("scheduling.volcano.sh", "v1beta1", "queues", False, "Queue")
 LEASES = Kind("coordination.k8s.io", "v1", "leases", True, "Lease")
+# Where each node's heartbeat Lease lives: kubelets renew them, the node lifecycle controller reads them.
+NODE_LEASE_NAMESPACE = "kube-node-lease"
 JOBS = Kind("batch", "v1", "jobs", True, "Job")
 PODDISRUPTIONBUDGETS = Kind("policy", "v1", "poddisruptionbudgets", True, "PodDisruptionBudget")
 JOBSETS = Kind("jobset.x-k8s.io", "v1alpha2", "jobsets", True, "JobSet")

@@ -32,10 +32,9 @@ from collections.abc import Callable
 from gang_sim.controllers.client import ApiError, JsonDict, KubeClient
 from gang_sim.controllers.clock import utc_now
 from gang_sim.controllers.informer import Cache, deep_get
-from gang_sim.controllers.kinds import LEASES, NODES
+from gang_sim.controllers.kinds import LEASES, NODE_LEASE_NAMESPACE, NODES
 from gang_sim.controllers.kubelet_status import (
     HOST_IP,
-    NODE_LEASE_NAMESPACE,
     node_conditions,
     node_lease,
     node_object,

@@ -23,14 +23,13 @@ from typing import Literal, Protocol
 
 from gang_sim.controllers import rendezvous
 from gang_sim.controllers.client import ApiError, JsonDict, KubeClient
-from gang_sim.controllers.clock import rfc3339
+from gang_sim.controllers.clock import parse_time, rfc3339
 from gang_sim.controllers.informer import deep_get
 from gang_sim.controllers.kinds import EVENTS
 from gang_sim.controllers.kubelet_logs import ContainerLog, NodeLogs
 from gang_sim.controllers.kubelet_status import (
     container_id,
     main_container,
-    parse_time,
     running_status,
     terminated_state,
     terminated_status,

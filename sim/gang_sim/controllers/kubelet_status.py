@@ -17,21 +17,15 @@ from collections.abc import Mapping
 from typing import Any
 
 from gang_sim.controllers.clock import rfc3339
+from gang_sim.controllers.kinds import NODE_LEASE_NAMESPACE
 
 JsonDict = dict[str, Any]
 HOST_IP = "127.0.0.1"
 KUBELET_VERSION = "v1.31.0-sim"
-NODE_LEASE_NAMESPACE = "kube-node-lease"
 LEASE_DURATION_SECONDS = 40  # the kubelet's default --node-lease-duration-seconds
 # A node without these keys would make schedulers special-case "missing"; a sim node has them all.
 DEFAULT_CAPACITY = {"cpu": "8", "memory": "32Gi", "pods": "110", "nvidia.com/gpu": "0"}
 MAIN_CONTAINER = "pytorch"
-
-
-def parse_time(text: str | None) -> dt.datetime | None:
-    if not text:
-        return None
-    return dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
 def main_container(pod: JsonDict) -> JsonDict:

@@ -47,8 +47,7 @@ from dataclasses import dataclass
 from gang_sim.controllers.client import ApiError, JsonDict, KubeClient
 from gang_sim.controllers.clock import rfc3339, utc_now
 from gang_sim.controllers.informer import Cache, deep_get
-from gang_sim.controllers.kinds import LEASES, NODES, PODS, object_key
-from gang_sim.controllers.kubelet_status import NODE_LEASE_NAMESPACE
+from gang_sim.controllers.kinds import LEASES, NODE_LEASE_NAMESPACE, NODES, PODS, object_key
 from gang_sim.controllers.runner import Controller
 
 log = logging.getLogger(__name__)

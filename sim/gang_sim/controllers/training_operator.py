@@ -57,7 +57,7 @@ import aiohttp
 from gang_sim.controllers.client import ApiError, JsonDict, KubeClient
 from gang_sim.controllers.clock import utc_now
 from gang_sim.controllers.concurrency import in_parallel
-from gang_sim.controllers.creation_batch import CreationBatch
+from gang_sim.controllers.creation_batch import CreationBatch, rounds
 from gang_sim.controllers.informer import Cache, Change, deep_get
 from gang_sim.controllers.kinds import (
     PODGROUPS,
@@ -70,7 +70,7 @@ from gang_sim.controllers.kinds import (
 )
 from gang_sim.controllers.pytorchjob_resources import JOB_NAME_LABEL, REPLICA_TYPE_LABEL, VOLCANO
 from gang_sim.controllers.runner import Controller
-from gang_sim.controllers.training_plan import JobPlan, PlanInputs, plan_job, rounds
+from gang_sim.controllers.training_plan import JobPlan, PlanInputs, plan_job
 
 log = logging.getLogger(__name__)
 

@@ -32,9 +32,8 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
-from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 from gang_sim.controllers.clock import rfc3339
 from gang_sim.controllers.pytorchjob_resources import (
@@ -73,7 +72,6 @@ from gang_sim.controllers.replica_pods import (
 )
 
 JsonDict = dict[str, Any]
-T = TypeVar("T")
 UNADMITTED_PHASES = ("", "Pending")
 COUNTED_POLICIES = ("OnFailure", "Always", "ExitCode")
 
@@ -333,22 +331,3 @@ def _sync_replicas(r: _Round) -> None:
         rtype: replica_status(counts[rtype], replica_selector(r.name, rtype)) for rtype in specs
     }
     update_conditions(r.status, r.job, specs, counts=counts, permanent=permanent, now=r.now)
-
-
-def rounds(queues: Sequence[Sequence[T]]) -> list[list[T]]:
-    """The first item of each queue, then the second of each, ...: one list per round.
-
-    The operator's parallel workers create the pods of jobs submitted together side by side, so
-    a first-come first-fit scheduler sees the masters of every job before any job's second pod.
-    Rounds go out one after another (inside a round, in parallel), which keeps the partial-
-    placement deadlock deterministic without sending one pod at a time.
-    """
-    return [
-        [queue[row] for queue in queues if row < len(queue)]
-        for row in range(max((len(queue) for queue in queues), default=0))
-    ]
-
-
-def interleave(queues: Sequence[Sequence[T]]) -> list[T]:
-    """`rounds`, flattened: round-robin over the queues."""
-    return [item for row in rounds(queues) for item in row]

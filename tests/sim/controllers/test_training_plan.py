@@ -9,9 +9,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from gang_sim.controllers.creation_batch import interleave
 from gang_sim.controllers.pytorchjob_resources import min_resources, pytorch_env, replica_specs
 from gang_sim.controllers.pytorchjob_status import ConditionType, Reason, set_condition
-from gang_sim.controllers.training_plan import PlanInputs, interleave, plan_job
+from gang_sim.controllers.training_plan import PlanInputs, plan_job
 
 JsonDict = dict[str, Any]
 NOW = dt.datetime(2026, 1, 1, 12, 0, 0, tzinfo=dt.UTC)
