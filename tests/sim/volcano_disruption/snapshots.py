@@ -6,7 +6,7 @@ from typing import Any
 
 from gang_sim.controllers.volcano_conf import SchedulerConf, load_scheduler_conf
 from gang_sim.controllers.volcano_session import SessionConfig, SessionResult, Snapshot, run_session
-from tests.sim.controllers.test_volcano_session import node, podgroup, pods, queue
+from tests.sim.volcano_objects import node, podgroup, pods, queue
 
 JsonDict = dict[str, Any]
 
