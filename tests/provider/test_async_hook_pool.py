@@ -12,9 +12,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-import gc
 import json
-import logging
 import shutil
 import signal
 import ssl
@@ -25,7 +23,7 @@ import time
 import urllib.request
 import uuid
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -328,9 +326,84 @@ def k8s_async_configuration(ca: Path) -> Any:
 
 
 # -- the event loop is never blocked ---------------------------------------------------------------
+#
+# What stalled a loop running many hooks and triggers were these calls, made on the loop itself:
+# the cncf hook's ``get_conn()`` loaded the kubeconfig and built a whole `kubernetes_asyncio`
+# ApiClient (and with it an SSL context: the CA, or the system trust store, loaded from files)
+# for every call (fixed by `client_pool`, commit 6a72292: 46 callbacks over 0.1 s before it),
+# and a missing default connection made the cncf hook construct an ORM ``Connection``, whose
+# first construction in a process configures every SQLAlchemy mapper of Airflow (1.2 s; fixed
+# in `AsyncGangJobHook.get_conn_extras`, commit 540b2cd). The test below records the thread
+# each of those calls runs on instead of timing the loop: how long they take depends on the
+# machine, where they run does not. How long the loop stalls under many triggers is measured by
+# `benchmarks/bench_triggerer.py` (its loop probe and Airflow's "async thread was blocked").
 
 HOOKS = 50
 TRIGGERS = 50
+
+
+@dataclass(frozen=True)
+class Blocking:
+    """A blocking call that must never run on the event loop's thread."""
+
+    owner: Any  # the class whose attribute is wrapped
+    attribute: str
+    what: str
+
+
+def blocking_calls() -> list[Blocking]:
+    from kubernetes_asyncio.client.api_client import ApiClient
+    from kubernetes_asyncio.client.rest import RESTClientObject
+    from kubernetes_asyncio.config import kube_config
+    from sqlalchemy.orm import Mapper
+
+    return [
+        # An SSL context's certificates: loaded from files (the trust store here: ~0.3 MB of PEM).
+        Blocking(ssl.SSLContext, "load_verify_locations", "SSL context: loading CA certificates"),
+        Blocking(ssl.SSLContext, "set_default_verify_paths", "SSL context: loading the system trust store"),
+        Blocking(ssl.SSLContext, "load_cert_chain", "SSL context: loading a client certificate"),
+        # kubernetes_asyncio's own client constructors build that SSL context themselves (the
+        # pooled client subclasses them and builds neither).
+        Blocking(ApiClient, "__init__", "kubernetes_asyncio ApiClient()"),
+        Blocking(RESTClientObject, "__init__", "kubernetes_asyncio RESTClientObject() (its SSL context)"),
+        # Loading a kubeconfig: reading its file, parsing it, writing its *-data to files.
+        Blocking(kube_config.KubeConfigMerger, "load_config", "kubeconfig: reading a file"),
+        Blocking(kube_config.KubeConfigLoader, "__init__", "kubeconfig: parsing it"),
+        Blocking(kube_config.FileOrData, "_create_temp_file_with_content", "kubeconfig: writing *-data"),
+        # Every ORM object's construction checks the mappers; the first one configures them all.
+        Blocking(Mapper, "_check_configure", "SQLAlchemy: an ORM object (configures the mappers)"),
+    ]
+
+
+@dataclass(frozen=True)
+class Call:
+    what: str
+    thread: int
+    thread_name: str
+
+
+class BlockingCallLog:
+    """Records, for every call of `blocking_calls`, what was called and on which thread."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.calls: list[Call] = []  # appended from any thread (list.append is atomic)
+        for blocking in blocking_calls():
+            original = getattr(blocking.owner, blocking.attribute)
+            monkeypatch.setattr(blocking.owner, blocking.attribute, self._recording(blocking.what, original))
+
+    def _recording(self, what: str, original: Callable[..., Any]) -> Callable[..., Any]:
+        def recorded(*args: Any, **kwargs: Any) -> Any:
+            thread = threading.current_thread()
+            self.calls.append(Call(what, threading.get_ident(), thread.name))
+            return original(*args, **kwargs)
+
+        return recorded
+
+    def on(self, thread: int) -> Counter[str]:
+        return Counter(call.what for call in self.calls if call.thread == thread)
+
+    def off(self, thread: int) -> Counter[str]:
+        return Counter(call.what for call in self.calls if call.thread != thread)
 
 
 @pytest.fixture
@@ -359,44 +432,6 @@ def queued_jobs(sim: Sim) -> Iterator[list[tuple[str, str]]]:
         hook.delete_podgroup(name, NS)
 
 
-class SlowCallbacks(logging.Handler):
-    """Collects asyncio's debug-mode "Executing <handle> took N seconds" warnings."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.WARNING)
-        self.messages: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        message = record.getMessage()
-        if message.startswith("Executing ") and " took " in message:
-            self.messages.append(message)
-
-
-@contextlib.asynccontextmanager
-async def debugged_loop(slow_callback_duration: float) -> AsyncIterator[SlowCallbacks]:
-    """asyncio debug mode on the running loop, its slow-callback warnings collected.
-
-    The heap is frozen first: with Airflow imported, one full garbage collection takes 0.2 to
-    0.6 s here and would be reported against whichever callback happened to allocate.
-    """
-    loop = asyncio.get_running_loop()
-    logger = logging.getLogger("asyncio")
-    handler, level = SlowCallbacks(), logger.level
-    gc.collect()
-    gc.freeze()
-    logger.addHandler(handler)
-    logger.setLevel(logging.WARNING)
-    loop.set_debug(True)
-    loop.slow_callback_duration = slow_callback_duration
-    try:
-        yield handler
-    finally:
-        loop.set_debug(False)
-        logger.removeHandler(handler)
-        logger.setLevel(level)
-        gc.unfreeze()
-
-
 async def wait_for_requests(sim: Sim, wanted: Callable[[dict[tuple[str, str], int]], bool]) -> None:
     """Wait until the API server has counted the wanted requests (asked for off the loop)."""
     deadline = time.monotonic() + 90
@@ -408,18 +443,22 @@ async def wait_for_requests(sim: Sim, wanted: Callable[[dict[tuple[str, str], in
 async def test_fifty_hooks_and_fifty_triggers_never_block_the_event_loop(
     sim: Sim, queued_jobs: list[tuple[str, str]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Every client is built at once, in one loop, with the cluster CA in the system trust store.
+    """Every client is built at once, in one loop, with the cluster CA in the system trust store,
+    and none of the blocking calls that once stalled the loop (`blocking_calls`) runs on it.
 
     That is what a kubeconfig without ``certificate-authority-data`` uses (an API server with
     a publicly trusted certificate), and the costliest SSL context to build: the trust store
     here is the system bundle plus the simulator's CA. Half the hooks read their kubeconfig from
     a file, half get its content in ``connection_extras``; the triggers get what
-    `GangJobHook.async_hook_kwargs` hands them on a worker.
+    `GangJobHook.async_hook_kwargs` hands them on a worker, which names no connection: they
+    resolve ``kubernetes_default``, which does not exist here (the cncf hook's ORM
+    ``Connection``). Each trigger then gets its event when its job is deleted.
     """
     system_bundle = ssl.get_default_verify_paths().cafile
     bundle = tmp_path / "trust-store.pem"
     bundle.write_bytes((Path(system_bundle).read_bytes() + b"\n" if system_bundle else b"") + sim.ca_pem)
     monkeypatch.setenv("SSL_CERT_FILE", str(bundle))
+    monkeypatch.delenv("AIRFLOW_CONN_KUBERNETES_DEFAULT", raising=False)
     caless = tmp_path / "kubeconfig"
     caless.write_text(yaml.safe_dump(sim.kubeconfig(with_ca=False)), encoding="utf-8")
     hook_kwargs: list[dict[str, Any]] = [
@@ -451,32 +490,51 @@ async def test_fifty_hooks_and_fifty_triggers_never_block_the_event_loop(
         watches = sum(count - before.get(key, 0) for key, count in counts.items() if key[0] == "watch")
         return new("get", "pytorchjobs.kubeflow.org") >= HOOKS * 3 + TRIGGERS and watches >= TRIGGERS
 
-    # The stalls this guards against take 0.3 s or more (building every client's SSL context
-    # in one step: 28 ms each here; the ORM's first mapper configuration: 1.2 s); on a shared
-    # 2-core machine, preemption alone has taken a single step to 0.12 s.
-    async with debugged_loop(slow_callback_duration=0.25) as slow:
-        await asyncio.gather(*(use(hook) for hook in hooks))
-        await asyncio.gather(*(hook.close() for hook in hooks))
+    def delete_jobs() -> None:
+        hook = GangJobHook(conn_id=None, kubernetes_conn_id=None, config_file=str(sim.kubeconfig_path))
+        for name, _ in queued_jobs:
+            hook.delete_pytorchjob(name, NS, propagation="Background")
 
-        runs = [
-            # Each with its own client and watches: the shared cache would build one client only.
-            GangJobTrigger(
-                name,
-                NS,
-                uid,
-                poll_interval=30.0,
-                kubernetes_conn_id=None,
-                hook_kwargs=trigger_kwargs,
-                watch="per_trigger",
-            ).run()
-            for name, uid in queued_jobs
-        ]
-        waiting = [asyncio.ensure_future(anext(run)) for run in runs]
-        await wait_for_requests(sim, first_reads_done)
+    loop_thread = threading.get_ident()
+    log = BlockingCallLog(monkeypatch)
+
+    await asyncio.gather(*(use(hook) for hook in hooks))
+    await asyncio.gather(*(hook.close() for hook in hooks))
+
+    runs = [
+        # Each with its own client and watches: the shared cache would build one client only.
+        GangJobTrigger(
+            name,
+            NS,
+            uid,
+            poll_interval=30.0,
+            kubernetes_conn_id=None,
+            hook_kwargs=trigger_kwargs,
+            watch="per_trigger",
+        ).run()
+        for name, uid in queued_jobs
+    ]
+    waiting = [asyncio.ensure_future(anext(run)) for run in runs]
+    try:
+        await wait_for_requests(sim, first_reads_done)  # every trigger looked and watches
+        assert not any(task.done() for task in waiting), [task.result() for task in waiting if task.done()]
+        await asyncio.to_thread(delete_jobs)
+        # A hang guard only: each event follows its job's deletion by a watch event.
+        events = await asyncio.wait_for(asyncio.gather(*waiting), timeout=120)
+    finally:
         for task in waiting:
             task.cancel()
         await asyncio.gather(*waiting, return_exceptions=True)
         for run in runs:
             await run.aclose()
 
-    assert slow.messages == []
+    assert sorted((event.payload["name"], event.payload["status"]) for event in events) == sorted(
+        (name, "lost") for name, _ in queued_jobs
+    )
+    on_loop = log.on(loop_thread)
+    assert not on_loop, f"blocking calls made on the event loop's thread: {dict(on_loop)}"
+    # The wrappers saw the real work, done in worker threads: a client per hook and per trigger.
+    off_loop = log.off(loop_thread)
+    assert off_loop["kubeconfig: parsing it"] >= HOOKS + TRIGGERS
+    assert off_loop["kubeconfig: reading a file"] >= HOOKS // 2 + TRIGGERS
+    assert off_loop["SSL context: loading the system trust store"] >= 1  # shared: built once per file
