@@ -1,7 +1,7 @@
 """Fault specs for the simulator's API server: what to break, how often, and when.
 
 A `FaultSpec` is plain data (JSON or YAML, every section optional, unknown keys rejected). The
-API server's injector (``gang_sim.apiserver.faults_injector``) applies it: per-request
+API server's injector (``gang_sim.apiserver.faults.injector``) applies it: per-request
 errors and latency, watch cuts and ``410 Gone`` on resume, listener outages, external deletions,
 node failures (and the removal of a failed node's Node object) and kubelet evictions under node
 pressure. The same seed and the same sequence of requests give the same faults. See

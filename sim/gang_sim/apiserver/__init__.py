@@ -26,7 +26,7 @@ How the pieces fit (each module has one job):
   from ``schema_parts.py``), batch/v1 Jobs in ``batch_kinds.py``.
 - ``app.py`` / ``server.py`` / ``listener.py`` (+ ``../certs.py``): HTTPS with a throwaway CA,
   bearer-token auth, the kubeconfig, a listener that an outage can take down and bring back.
-- ``faults_*.py``: fault injection (``gang_sim.faults.FaultSpec``): the injector and its
+- ``faults/``: fault injection (``gang_sim.faults.FaultSpec``): the injector and its
   counters, the middleware for errors and latency, the timed faults (outages, deletions, node
   failures) and the simulator-only ``/sim/v1/faults`` endpoint; watch faults act in
   ``watch_stream.py``. See ``docs/fault-injection.md``.

@@ -8,7 +8,7 @@ endpoints: without a valid ``Authorization: Bearer <token>`` every request gets 
 exception becomes a 500 ``InternalError`` Status.
 
 Middleware, outermost first: authentication, request counting (``metrics.py``), then injected
-faults (``faults_middleware.py``), so an injected error is authenticated and counted like a
+faults (``faults/middleware.py``), so an injected error is authenticated and counted like a
 real one, and last the resource URLs' direct path to their handlers (``resource_dispatch.py``).
 """
 
@@ -23,8 +23,8 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from gang_sim.apiserver.errors import MethodNotAllowed, StatusError, Unauthorized
-from gang_sim.apiserver.faults_middleware import FaultMiddleware
-from gang_sim.apiserver.faults_routes import faults_router
+from gang_sim.apiserver.faults.middleware import FaultMiddleware
+from gang_sim.apiserver.faults.routes import faults_router
 from gang_sim.apiserver.metrics import RequestCounter, RequestMetrics, metrics_router
 from gang_sim.apiserver.resource_dispatch import ResourceDispatch
 from gang_sim.apiserver.routes import internal_error_response, router, status_response

@@ -26,7 +26,7 @@ from fastapi import Request
 from fastapi.responses import StreamingResponse
 
 from gang_sim.apiserver.errors import Expired
-from gang_sim.apiserver.faults_injector import WatchFault
+from gang_sim.apiserver.faults.injector import WatchFault
 from gang_sim.apiserver.objects import edited
 from gang_sim.apiserver.options import ListOptions, check_fields, parse_version
 from gang_sim.apiserver.registry import ResourceInfo

@@ -19,7 +19,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from gang_sim.apiserver.errors import BadRequest, StatusError
-from gang_sim.apiserver.faults_injector import FaultInjector
+from gang_sim.apiserver.faults.injector import FaultInjector
 from gang_sim.faults import FaultSpecError, parse_fault_spec
 
 FAULTS_PATH = "/sim/v1/faults"

@@ -1,7 +1,7 @@
 """The API server's fault injector: holds the active `FaultSpec`, decides per request, counts.
 
 Per-request decisions (errors, latency, watch faults) are made on the server's event loop by
-`faults_middleware` and `watch_stream`; each kind draws from its own ``random.Random`` seeded
+`middleware` and ``../watch_stream.py``; each kind draws from its own ``random.Random`` seeded
 from the spec's seed, so the same seed and the same sequence of faulted requests give the same
 faults, and adding a latency rule does not change which requests get errors. Requests a spec
 does not target (see `FaultInjector.targets`) draw nothing.
@@ -22,14 +22,14 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from gang_sim.apiserver.faults_actions import (
+from gang_sim.apiserver.faults.actions import (
     StoredObjects,
     delete_node,
     delete_objects,
     mark_node_failed,
     mark_pod_evicted,
 )
-from gang_sim.apiserver.faults_clock import FaultClock, Step
+from gang_sim.apiserver.faults.clock import FaultClock, Step
 from gang_sim.apiserver.kubelet_proxy import LogStreams
 from gang_sim.apiserver.store import Store
 from gang_sim.conventions import CONTROLLERS_USER_AGENT

@@ -1,6 +1,6 @@
 """ASGI middleware applying per-request faults: latency first, then an injected error.
 
-It sits inside authentication and request counting (see ``app.py``), where kube-apiserver's
+It sits inside authentication and request counting (see ``../app.py``), where kube-apiserver's
 own overload answers come from (API Priority and Fairness runs after authentication), so a
 client sees an injected 503 or 429 exactly as a real one: a ``Status`` body with kube-apiserver's
 reason, and ``Retry-After`` on a 429. Requests are classified with the metrics' verb and
@@ -16,7 +16,7 @@ import json
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from gang_sim.apiserver.errors import InternalError, ServiceUnavailable, StatusError, TooManyRequests
-from gang_sim.apiserver.faults_injector import FaultInjector, InjectedError
+from gang_sim.apiserver.faults.injector import FaultInjector, InjectedError
 from gang_sim.apiserver.metrics import request_key
 
 _EXEMPT_PATHS = frozenset({"/healthz", "/readyz", "/livez"})
