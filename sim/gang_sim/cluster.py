@@ -36,7 +36,7 @@ from typing import Any
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
-from gang_sim.apiserver.core_kinds import SIM_TOLERATION_SECONDS
+from gang_sim.apiserver.kinds.core import SIM_TOLERATION_SECONDS
 from gang_sim.apiserver.server import ApiServerHandle, start_apiserver
 from gang_sim.controller_process import ControllerProcesses
 from gang_sim.controllers.manager import ControllerManager

@@ -19,11 +19,14 @@ How the pieces fit (each module has one job):
   ``gc.py``: deletion, finalizers and ownerReference garbage collection.
 - ``store.py`` / ``watching.py``: one resourceVersion, a bounded event log, per-watcher queues.
 - ``errors.py``: every failure is a ``Status`` with kube-apiserver's code, reason and wording.
-- ``openapi.py`` / ``schemas.py`` / ``crd_loader.py``: structural schema defaulting, pruning
-  and validation with built-in schemas or upstream CRD files; ``webhooks.py`` and
-  ``core_kinds.py``: the admission rules and built-in defaulting. Kubeflow Trainer v2 and
-  JobSet have theirs in ``trainer_schemas.py`` and ``trainer_webhooks.py`` (the schemas built
-  from ``schema_parts.py``), batch/v1 Jobs in ``batch_kinds.py``.
+- ``openapi.py`` / ``crd_loader.py``: structural schema defaulting, pruning and validation
+  with built-in schemas or upstream CRD files.
+- ``kinds/``: what is particular to each kind. Built-in defaulting and admission in
+  ``kinds/core.py`` (batch/v1 Jobs in ``kinds/batch.py``, PodDisruptionBudgets in
+  ``kinds/policy.py``); the admission webhooks in ``kinds/webhooks.py`` and the built-in
+  schemas in ``kinds/schemas.py``; Kubeflow Trainer v2 and JobSet have theirs in
+  ``kinds/trainer_webhooks.py`` and ``kinds/trainer_schemas.py`` (the schemas built from
+  ``kinds/schema_parts.py``).
 - ``app.py`` / ``server.py`` / ``listener.py`` (+ ``../certs.py``): HTTPS with a throwaway CA,
   bearer-token auth, the kubeconfig, a listener that an outage can take down and bring back.
 - ``faults/``: fault injection (``gang_sim.faults.FaultSpec``): the injector and its

@@ -1,8 +1,8 @@
 """The served kinds, one row each. Adding a kind is adding a row here.
 
 Built-in kinds carry the hooks of their upstream strategies and admission plugins; custom
-resources carry their schema (``schemas.py``) and their webhooks (``webhooks.py``). Scope,
-subresources and short names match the real API so discovery looks like a real cluster's.
+resources carry their schema (``kinds/schemas.py``) and their webhooks (``kinds/webhooks.py``).
+Scope, subresources and short names match the real API so discovery looks like a real cluster's.
 """
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ from __future__ import annotations
 import dataclasses
 import functools
 
-from gang_sim.apiserver import (
-    batch_kinds,
-    core_kinds,
-    policy_kinds,
-    printing,
+from gang_sim.apiserver import printing
+from gang_sim.apiserver.kinds import (
+    batch,
+    core,
+    policy,
     schemas,
     trainer_schemas,
     trainer_webhooks,
@@ -58,7 +58,7 @@ NAMESPACES = ResourceInfo(
     generation=False,
     field_selectors=("status.phase",),
     printer_columns=(PrinterColumn("Status", json_path=".status.phase"), printing.AGE),
-    mutators=(core_kinds.default_namespace,),
+    mutators=(core.default_namespace,),
 )
 NODES = ResourceInfo(
     group="",
@@ -96,8 +96,8 @@ PODS = ResourceInfo(
         PrinterColumn("IP", json_path=".status.podIP", priority=1),
         PrinterColumn("Node", json_path=".spec.nodeName", priority=1),
     ),
-    mutators=(core_kinds.default_pod, core_kinds.admit_pod_priority),
-    validators=(core_kinds.validate_pod,),
+    mutators=(core.default_pod, core.admit_pod_priority),
+    validators=(core.validate_pod,),
 )
 SERVICES = ResourceInfo(
     group="",
@@ -116,8 +116,8 @@ SERVICES = ResourceInfo(
         PrinterColumn("Port(s)", cell=printing.service_ports),
         printing.AGE,
     ),
-    mutators=(core_kinds.default_service,),
-    validators=(core_kinds.validate_service,),
+    mutators=(core.default_service,),
+    validators=(core.validate_service,),
 )
 # Trainer v2 keeps each TrainJob's runtime snapshot in one (``<trainjob>-runtime-snapshot``).
 CONFIGMAPS = ResourceInfo(
@@ -171,9 +171,9 @@ PRIORITY_CLASSES = ResourceInfo(
         printing.AGE,
         PrinterColumn("PreemptionPolicy", json_path=".preemptionPolicy"),
     ),
-    mutators=(core_kinds.default_priority_class,),
-    validators=(core_kinds.validate_priority_class,),
-    admission=(core_kinds.admit_priority_class,),
+    mutators=(core.default_priority_class,),
+    validators=(core.validate_priority_class,),
+    admission=(core.admit_priority_class,),
 )
 # What the Eviction API (``pods/eviction``) honours; the disruption controller keeps the status.
 PODDISRUPTIONBUDGETS = ResourceInfo(
@@ -185,13 +185,13 @@ PODDISRUPTIONBUDGETS = ResourceInfo(
     subresources=frozenset({"status"}),
     short_names=("pdb",),
     printer_columns=(
-        PrinterColumn("Min Available", cell=policy_kinds.min_available),
-        PrinterColumn("Max Unavailable", cell=policy_kinds.max_unavailable),
-        PrinterColumn("Allowed Disruptions", "integer", cell=policy_kinds.allowed_disruptions),
+        PrinterColumn("Min Available", cell=policy.min_available),
+        PrinterColumn("Max Unavailable", cell=policy.max_unavailable),
+        PrinterColumn("Allowed Disruptions", "integer", cell=policy.allowed_disruptions),
         printing.AGE,
     ),
-    mutators=(policy_kinds.default_pdb,),
-    validators=(policy_kinds.validate_pdb,),
+    mutators=(policy.default_pdb,),
+    validators=(policy.validate_pdb,),
 )
 PYTORCHJOBS = ResourceInfo(
     group="kubeflow.org",
@@ -274,8 +274,8 @@ JOBS = ResourceInfo(
         PrinterColumn("Duration", cell=printing.job_duration),
         printing.AGE,
     ),
-    mutators=(batch_kinds.default_job,),
-    validators=(batch_kinds.validate_job,),
+    mutators=(batch.default_job,),
+    validators=(batch.validate_job,),
 )
 # Kubeflow Trainer v2 and the JobSet it runs on (DOMAIN.md §6).
 TRAINJOBS = ResourceInfo(
@@ -363,7 +363,7 @@ def with_default_tolerations(
     if pods is None:
         return registry
     defaulting = functools.partial(
-        core_kinds.default_pod, not_ready_seconds=not_ready_seconds, unreachable_seconds=unreachable_seconds
+        core.default_pod, not_ready_seconds=not_ready_seconds, unreachable_seconds=unreachable_seconds
     )
-    mutators = tuple(defaulting if m is core_kinds.default_pod else m for m in pods.mutators)
+    mutators = tuple(defaulting if m is core.default_pod else m for m in pods.mutators)
     return registry.replaced([dataclasses.replace(pods, mutators=mutators)])

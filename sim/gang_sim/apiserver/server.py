@@ -29,8 +29,8 @@ from urllib.parse import urlsplit
 import yaml
 
 from gang_sim.apiserver.app import build_app
-from gang_sim.apiserver.core_kinds import SIM_TOLERATION_SECONDS
 from gang_sim.apiserver.crd_loader import load_crds
+from gang_sim.apiserver.kinds.core import SIM_TOLERATION_SECONDS
 from gang_sim.apiserver.listener import Listener, Listeners
 from gang_sim.apiserver.resources import builtin_registry
 from gang_sim.apiserver.state import ServerConfig, ServerState

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gang_sim.apiserver.core_kinds import SIM_TOLERATION_SECONDS, SYSTEM_PRIORITY_CLASSES
 from gang_sim.apiserver.faults.injector import FaultInjector
 from gang_sim.apiserver.gc import DEFAULT_REACTION_DELAY
+from gang_sim.apiserver.kinds.core import SIM_TOLERATION_SECONDS, SYSTEM_PRIORITY_CLASSES
 from gang_sim.apiserver.kubelet_proxy import LogStreams
 from gang_sim.apiserver.operations import Api
 from gang_sim.apiserver.registry import Registry

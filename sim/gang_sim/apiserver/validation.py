@@ -2,8 +2,8 @@
 
 Pure functions from an object (and its previous version) to field causes, worded like
 ``k8s.io/apimachinery/pkg/api/validation``. Kind-specific rules live with their kind
-(``core_kinds.py`` for built-ins, ``webhooks.py`` for the admission webhooks, the schema for
-custom resources).
+(``kinds/core.py`` for built-ins, ``kinds/webhooks.py`` for the admission webhooks, the schema
+for custom resources).
 """
 
 from __future__ import annotations

@@ -8,12 +8,12 @@ carry the upstream defaults (``runtimeRef.kind``/``apiGroup``, ``suspend``, ``ma
 the embedded pod specs and the less used policies open (``x-kubernetes-preserve-unknown-fields``)
 instead of restating them. Never stricter than upstream. CEL rules (immutability of
 ``runtimeRef``/``trainer``, the TrainJob name rule) are not evaluated by this server; the name
-rule is the TrainJob row's ``dns1035`` name rule instead (``resources.py``).
+rule is the TrainJob row's ``dns1035`` name rule instead (``../resources.py``).
 """
 
 from __future__ import annotations
 
-from gang_sim.apiserver.schema_parts import (
+from gang_sim.apiserver.kinds.schema_parts import (
     JsonDict,
     array,
     int32,

@@ -1,6 +1,6 @@
 """Defaulting, admission and validation of the built-in kinds (pods, services, namespaces...).
 
-These are the hooks the rows in ``resources.py`` name. They reproduce what real clients see:
+These are the hooks the rows in ``../resources.py`` name. They reproduce what real clients see:
 a new pod comes back ``Pending`` with ``restartPolicy: Always``, ``dnsPolicy: ClusterFirst``,
 ``schedulerName: default-scheduler``, a QoS class, requests copied from limits and its
 priority resolved from its PriorityClass (the Priority admission plugin); a service gets a

@@ -7,22 +7,22 @@ mark the embedded pod specs ``x-kubernetes-preserve-unknown-fields`` instead of 
 the whole PodSpec. They are never stricter than upstream, so an object they accept is one a
 real cluster would store. ``crd_loader.load_crds`` reads ``apiextensions.k8s.io/v1``
 CustomResourceDefinition YAML (e.g. the upstream files) so tests can prove objects pass the
-real schemas (see ``crd_loader.py``).
+real schemas (see ``../crd_loader.py``).
 """
 
 from __future__ import annotations
 
 # The building blocks live in `schema_parts` (the Trainer v2 schemas share them); the short
 # private names keep these long literals readable.
-from gang_sim.apiserver.schema_parts import DNS_SUBDOMAIN_PATTERN, JsonDict
-from gang_sim.apiserver.schema_parts import array as _arr
-from gang_sim.apiserver.schema_parts import conditions as _conditions
-from gang_sim.apiserver.schema_parts import int32 as _int
-from gang_sim.apiserver.schema_parts import obj as _obj
-from gang_sim.apiserver.schema_parts import pod_template as _pod_template
-from gang_sim.apiserver.schema_parts import quantities as _quantities
-from gang_sim.apiserver.schema_parts import root as _root
-from gang_sim.apiserver.schema_parts import string as _str
+from gang_sim.apiserver.kinds.schema_parts import DNS_SUBDOMAIN_PATTERN, JsonDict
+from gang_sim.apiserver.kinds.schema_parts import array as _arr
+from gang_sim.apiserver.kinds.schema_parts import conditions as _conditions
+from gang_sim.apiserver.kinds.schema_parts import int32 as _int
+from gang_sim.apiserver.kinds.schema_parts import obj as _obj
+from gang_sim.apiserver.kinds.schema_parts import pod_template as _pod_template
+from gang_sim.apiserver.kinds.schema_parts import quantities as _quantities
+from gang_sim.apiserver.kinds.schema_parts import root as _root
+from gang_sim.apiserver.kinds.schema_parts import string as _str
 
 PYTORCHJOB_SCHEMA: JsonDict = _root(
     _obj(

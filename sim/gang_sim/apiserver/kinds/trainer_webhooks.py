@@ -20,8 +20,8 @@ from __future__ import annotations
 from typing import Any
 
 from gang_sim.apiserver.errors import Cause, WebhookDenied, aggregate, invalid
+from gang_sim.apiserver.kinds.trainer_schemas import DEFAULT_RUNTIME_KIND, TRAINER_GROUP
 from gang_sim.apiserver.registry import ClusterView, Operation
-from gang_sim.apiserver.trainer_schemas import DEFAULT_RUNTIME_KIND, TRAINER_GROUP
 from gang_sim.apiserver.validation import dns1035_label_errors
 
 JsonDict = dict[str, Any]

@@ -5,7 +5,7 @@ As upstream's strategy, a new budget starts with an all-zero status (``currentHe
 ``omitempty`` on them, so clients always find them), the spec may change after creation (since
 policy/v1) and bumps ``generation``, and only the disruption controller writes the status
 (``controllers/disruption.py``), through the ``status`` subresource. The Eviction API reads
-that status and spends ``disruptionsAllowed`` (``eviction.py``).
+that status and spends ``disruptionsAllowed`` (``../eviction.py``).
 """
 
 from __future__ import annotations
