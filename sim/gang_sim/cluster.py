@@ -39,8 +39,8 @@ from kubernetes import config as k8s_config
 from gang_sim.apiserver.kinds.core import SIM_TOLERATION_SECONDS
 from gang_sim.apiserver.server import ApiServerHandle, start_apiserver
 from gang_sim.controller_process import ControllerProcesses
+from gang_sim.controllers.core.node_lifecycle import DEFAULT_GRACE_PERIOD
 from gang_sim.controllers.manager import ControllerManager
-from gang_sim.controllers.node_lifecycle import DEFAULT_GRACE_PERIOD
 from gang_sim.controllers.volcano_conf import SchedulerConf, load_scheduler_conf
 from gang_sim.faults import FaultSpec, load_fault_spec
 from gang_sim.topology import (

@@ -26,9 +26,10 @@ Decisions worth knowing:
 - **A failed node is a dead machine** (`set_ready` False, or the fault spec's
   ``node_failures``): its containers die at once and its kubelet writes nothing more — no
   status, no heartbeat, no confirmation of a deletion. The rest of the cluster finds out as a
-  real one does (``node_lifecycle.py``, ``taint_eviction.py``, ``pod_gc.py``): the node goes
-  ``Unknown`` and is tainted ``unreachable``, its pods are deleted once their toleration runs
-  out and stay ``Terminating``, and go when the machine comes back or its Node is deleted.
+  real one does (``core/node_lifecycle.py``, ``core/taint_eviction.py``, ``core/pod_gc.py``):
+  the node goes ``Unknown`` and is tainted ``unreachable``, its pods are deleted once their
+  toleration runs out and stay ``Terminating``, and go when the machine comes back or its Node
+  is deleted.
   Back (`set_ready` True), the kubelet confirms the deletions that waited, ends ``Failed`` the
   ``restartPolicy: Never`` pods whose containers died with the machine (they are reported as
   containers it can no longer find, ``ContainerStatusUnknown``) and restarts the others

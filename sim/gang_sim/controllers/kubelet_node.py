@@ -11,7 +11,7 @@ noticed as fast as a test wants.
 `NodeAgent.set_ready` (False) simulates the machine dying, and True its return: a dead node's
 kubelet writes nothing at all — no Lease, no status, no taints — exactly as a powered-off
 machine, and the cluster finds out the way a real one does, from the silence: the node
-lifecycle controller (``node_lifecycle.py``) marks it ``Unknown`` and taints it
+lifecycle controller (``core/node_lifecycle.py``) marks it ``Unknown`` and taints it
 ``node.kubernetes.io/unreachable``. Back, the kubelet posts ``Ready`` again (its conditions'
 transition times from the Node as it finds it) and renews its Lease at once. The pod side of it
 lives in `kubelet.Kubelet`. The same failure follows the simulator-only

@@ -4,7 +4,7 @@ As upstream's strategy, a new budget starts with an all-zero status (``currentHe
 ``desiredHealthy``, ``disruptionsAllowed``, ``expectedPods``: the Go type has no
 ``omitempty`` on them, so clients always find them), the spec may change after creation (since
 policy/v1) and bumps ``generation``, and only the disruption controller writes the status
-(``controllers/disruption.py``), through the ``status`` subresource. The Eviction API reads
+(``controllers/core/disruption.py``), through the ``status`` subresource. The Eviction API reads
 that status and spends ``disruptionsAllowed`` (``../eviction.py``).
 """
 
