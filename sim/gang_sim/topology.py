@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from gang_sim.controllers.batch_job import JobController
+from gang_sim.controllers.batch.job_controller import JobController
 from gang_sim.controllers.core.disruption import DisruptionController
 from gang_sim.controllers.core.kube_scheduler import KubeScheduler
 from gang_sim.controllers.core.node_lifecycle import DEFAULT_GRACE_PERIOD, NodeLifecycleController

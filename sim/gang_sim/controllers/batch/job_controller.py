@@ -1,6 +1,6 @@
 """The simulated batch/v1 Job controller (kube-controller-manager's): Job -> pods, counts, conditions.
 
-Each round it plans every Job (`batch_job_plan.plan_job`) from the pods it controls in the
+Each round it plans every Job (`job_plan.plan_job`) from the pods it controls in the
 cache and applies the plans: deletions, then pod creations interleaved across Jobs (every Job's
 first pod, then every Job's second ...), then each changed status through ``/status``, and the
 events (``SuccessfulCreate`` "Created pod: <name>", ``SuccessfulDelete``,
@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from gang_sim.controllers.batch_job_plan import JobPlan, plan_job
+from gang_sim.controllers.batch.job_plan import JobPlan, plan_job
 from gang_sim.controllers.client import JsonDict, KubeClient
 from gang_sim.controllers.concurrency import in_parallel
 from gang_sim.controllers.creation_batch import CreationBatch, rounds
