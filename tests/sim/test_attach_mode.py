@@ -24,7 +24,7 @@ import yaml
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
-from gang_sim.controllers.script_runtime import default_lines
+from gang_sim.controllers.kubelet.script_runtime import default_lines
 from tests.sim.cli_processes import CliProcesses
 from tests.sim.kubectl_binaries import find_kubectls
 from tests.sim.seed import JOBS, run_to_completion, seed_spec, submit

@@ -8,7 +8,7 @@ InternalDNS, InternalIP, ExternalDNS, ExternalIP), takes the port from
 kubelet's certificate (no ``--kubelet-certificate-authority``, the default). A kubelet's error
 becomes a ``Status`` as kube-apiserver's response checker makes it (400 BadRequest with the
 kubelet's text, 500 InternalError, other codes generic), and a kubelet out of reach a 500
-carrying the dial error. The simulator's kubelets serve that API (`controllers/kubelet_server`),
+carrying the dial error. The simulator's kubelets serve that API (`controllers/kubelet/server.py`),
 so the embedded API server and a real one read logs the same way.
 
 `LogStreams` remembers the relayed follow streams, so a stopping API server (or an injected

@@ -20,7 +20,7 @@ from kubernetes import client as k8s
 from gang_sim.apiserver.errors import StatusError
 from gang_sim.apiserver.kubelet_proxy import kubelet_endpoint, response_error
 from gang_sim.apiserver.server import ApiServerHandle
-from gang_sim.controllers.kubelet import Kubelet
+from gang_sim.controllers.kubelet.kubelet import Kubelet
 from gang_sim.controllers.manager import ControllerManager
 from tests.sim.apiserver.helpers import call, pod_manifest, status_of
 from tests.waiting import eventually

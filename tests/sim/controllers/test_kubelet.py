@@ -19,7 +19,7 @@ import pytest
 from kubernetes import client as k8s
 
 from gang_sim.apiserver.server import ApiServerHandle
-from gang_sim.controllers.kubelet import Kubelet
+from gang_sim.controllers.kubelet.kubelet import Kubelet
 from gang_sim.controllers.manager import ControllerManager
 from tests.waiting import eventually
 

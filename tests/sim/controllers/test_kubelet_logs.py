@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from gang_sim.controllers.kubelet_logs import (
+from gang_sim.controllers.kubelet.logs import (
     ContainerLog,
     LogQuery,
     LogUnavailable,

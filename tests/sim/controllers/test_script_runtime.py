@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from gang_sim.controllers import rendezvous
-from gang_sim.controllers.kubelet_pod import earlier_starts, started_event_name
-from gang_sim.controllers.process_runtime import (
+from gang_sim.controllers.kubelet import rendezvous
+from gang_sim.controllers.kubelet.pod import earlier_starts, started_event_name
+from gang_sim.controllers.kubelet.process_runtime import (
     PORT_HIGH,
     PORT_LOW,
     container_argv,
@@ -18,7 +18,7 @@ from gang_sim.controllers.process_runtime import (
     job_uid,
     master_port,
 )
-from gang_sim.controllers.script_runtime import ScriptError, merged_annotations, plan_script
+from gang_sim.controllers.kubelet.script_runtime import ScriptError, merged_annotations, plan_script
 
 Json = dict[str, Any]
 P = "sim.airflow-gang.io/"

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gang_sim.controllers.clock import rfc3339
-from gang_sim.controllers.kubelet_status import main_container, terminated_status
+from gang_sim.controllers.kubelet.status import main_container, terminated_status
 from gang_sim.pod_conditions import KUBELET, disruption_target, with_condition
 
 JsonDict = dict[str, Any]

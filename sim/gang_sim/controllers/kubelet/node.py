@@ -11,7 +11,7 @@ noticed as fast as a test wants.
 `NodeAgent.set_ready` (False) simulates the machine dying, and True its return: a dead node's
 kubelet writes nothing at all — no Lease, no status, no taints — exactly as a powered-off
 machine, and the cluster finds out the way a real one does, from the silence: the node
-lifecycle controller (``core/node_lifecycle.py``) marks it ``Unknown`` and taints it
+lifecycle controller (``../core/node_lifecycle.py``) marks it ``Unknown`` and taints it
 ``node.kubernetes.io/unreachable``. Back, the kubelet posts ``Ready`` again (its conditions'
 transition times from the Node as it finds it) and renews its Lease at once. The pod side of it
 lives in `kubelet.Kubelet`. The same failure follows the simulator-only
@@ -33,7 +33,7 @@ from gang_sim.controllers.client import ApiError, JsonDict, KubeClient
 from gang_sim.controllers.clock import utc_now
 from gang_sim.controllers.informer import Cache, deep_get
 from gang_sim.controllers.kinds import LEASES, NODE_LEASE_NAMESPACE, NODES
-from gang_sim.controllers.kubelet_status import (
+from gang_sim.controllers.kubelet.status import (
     HOST_IP,
     node_conditions,
     node_lease,

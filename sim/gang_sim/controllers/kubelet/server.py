@@ -8,7 +8,7 @@ kube-apiserver does not check it unless started with ``--kubelet-certificate-aut
 
 Like a real kubelet, it answers from what the node knows: the pod must be bound here (else
 404 ``pod "x" does not exist``), the container must be in its spec (else 404), and the log is
-the container instance its status names (`kubelet_logs.log_container_id`; else 400 with the
+the container instance its status names (`logs.log_container_id`; else 400 with the
 kubelet's message). ``follow`` streams until the container exits or the pod goes. Anyone who
 can reach the port may read logs (a real kubelet authenticates kube-apiserver's client
 certificate, whose CA the simulator does not know), so it listens on loopback by default.
@@ -29,7 +29,7 @@ from typing import Any
 from aiohttp import web
 
 from gang_sim.certs import make_serving_certificate
-from gang_sim.controllers.kubelet_logs import (
+from gang_sim.controllers.kubelet.logs import (
     LogQuery,
     LogUnavailable,
     NodeLogs,

@@ -4,12 +4,12 @@ A pod bound here goes Pending → Running (all its containers started), runs its
 container — a timed script from annotations (`script_runtime.py`, the default), held until its
 job's rendezvous (`rendezvous.py`), or a real local process (`process_runtime.py`), started at
 once and left to rendezvous by itself — and ends
-Succeeded/Failed with the container's exit code (`kubelet_pod.py`). All pod writes go through
-``pods/status``; the Node side (registration, heartbeats, failure) is `kubelet_node.py`.
+Succeeded/Failed with the container's exit code (`pod.py`). All pod writes go through
+``pods/status``; the Node side (registration, heartbeats, failure) is `node.py`.
 
-Container output stays on the node, as on a real one (`kubelet_logs.py`): each kubelet serves
+Container output stays on the node, as on a real one (`logs.py`): each kubelet serves
 its node's logs over HTTPS at ``/containerLogs/{namespace}/{pod}/{container}`` on a port of its
-own (`kubelet_server.py`), advertised on the Node, and ``pods/log`` of any API server — the
+own (`server.py`), advertised on the Node, and ``pods/log`` of any API server — the
 simulator's or a real kube-apiserver — proxies there. A pod's logs go when the pod goes.
 
 Decisions worth knowing:
@@ -26,7 +26,7 @@ Decisions worth knowing:
 - **A failed node is a dead machine** (`set_ready` False, or the fault spec's
   ``node_failures``): its containers die at once and its kubelet writes nothing more — no
   status, no heartbeat, no confirmation of a deletion. The rest of the cluster finds out as a
-  real one does (``core/node_lifecycle.py``, ``core/taint_eviction.py``, ``core/pod_gc.py``):
+  real one does (``../core/node_lifecycle.py``, ``../core/taint_eviction.py``, ``../core/pod_gc.py``):
   the node goes ``Unknown`` and is tainted ``unreachable``, its pods are deleted once their
   toleration runs out and stay ``Terminating``, and go when the machine comes back or its Node
   is deleted.
@@ -36,7 +36,7 @@ Decisions worth knowing:
   (``restartCount`` + 1), as a kubelet does after a reboot.
 - **Node-pressure eviction** (`KUBELET_EVICTION_ANNOTATION`, set by the fault spec's
   ``kubelet_evictions``): the pod's containers are killed and the pod ends ``Failed``, reason
-  ``Evicted``, with the ``DisruptionTarget`` condition (``kubelet_eviction.py``). The kubelet
+  ``Evicted``, with the ``DisruptionTarget`` condition (``eviction.py``). The kubelet
   does not delete it.
 - **Deleted pods**: the process gets SIGTERM, SIGKILL after the deletion's grace period, then
   the kubelet confirms with a delete of ``gracePeriodSeconds: 0``, as the real one does.
@@ -57,17 +57,17 @@ from typing import Any, Literal
 
 import aiohttp
 
-from gang_sim.controllers import rendezvous
 from gang_sim.controllers.client import ApiError, JsonDict, KubeClient
 from gang_sim.controllers.clock import rfc3339, utc_now
 from gang_sim.controllers.informer import Cache, deep_get
 from gang_sim.controllers.kinds import EVENTS, PODS, PYTORCHJOBS, Kind, object_key
-from gang_sim.controllers.kubelet_eviction import Pressure, evicted_event, evicted_status, eviction_message
-from gang_sim.controllers.kubelet_logs import NodeLogs
-from gang_sim.controllers.kubelet_node import LEASE_RENEW_SECONDS, NodeAgent
-from gang_sim.controllers.kubelet_pod import PodRun
-from gang_sim.controllers.kubelet_server import KubeletServer
-from gang_sim.controllers.kubelet_status import HOST_IP, lost_containers_status, running_status
+from gang_sim.controllers.kubelet import rendezvous
+from gang_sim.controllers.kubelet.eviction import Pressure, evicted_event, evicted_status, eviction_message
+from gang_sim.controllers.kubelet.logs import NodeLogs
+from gang_sim.controllers.kubelet.node import LEASE_RENEW_SECONDS, NodeAgent
+from gang_sim.controllers.kubelet.pod import PodRun
+from gang_sim.controllers.kubelet.server import KubeletServer
+from gang_sim.controllers.kubelet.status import HOST_IP, lost_containers_status, running_status
 from gang_sim.controllers.retrying import retry_transient
 from gang_sim.conventions import KUBELET_EVICTION_ANNOTATION
 
@@ -328,7 +328,7 @@ class Kubelet(NodeAgent):
         if self._tempdir is not None:
             shutil.rmtree(self._tempdir, ignore_errors=True)
 
-    # --- what a PodRun needs (kubelet_pod.Host) -------------------------------------------------
+    # --- what a PodRun needs (pod.Host) ---------------------------------------------------------
 
     def _local_pod(self, namespace: str, name: str) -> JsonDict | None:
         """A pod bound to this node (what the kubelet API may serve), from the cache."""

@@ -6,7 +6,7 @@ container (script or process runtime), then end it or
 restart it in place as ``restartPolicy`` says. `Kubelet` owns the PodRuns, decides when one
 starts or is stopped, and supplies the API access through the `Host` protocol.
 
-Container output goes to the node's logs (`kubelet_logs.NodeLogs`), one log per container
+Container output goes to the node's logs (`logs.NodeLogs`), one log per container
 instance (``restarts`` counts them, and names the instance's ID); an instance's log is closed
 when it exits or is stopped, which ends the streams that follow it.
 """
@@ -21,21 +21,13 @@ import time
 from collections.abc import Iterable
 from typing import Literal, Protocol
 
-from gang_sim.controllers import rendezvous
 from gang_sim.controllers.client import ApiError, JsonDict, KubeClient
 from gang_sim.controllers.clock import parse_time, rfc3339
 from gang_sim.controllers.informer import deep_get
 from gang_sim.controllers.kinds import EVENTS
-from gang_sim.controllers.kubelet_logs import ContainerLog, NodeLogs
-from gang_sim.controllers.kubelet_status import (
-    container_id,
-    main_container,
-    running_status,
-    terminated_state,
-    terminated_status,
-    waiting_status,
-)
-from gang_sim.controllers.process_runtime import (
+from gang_sim.controllers.kubelet import rendezvous
+from gang_sim.controllers.kubelet.logs import ContainerLog, NodeLogs
+from gang_sim.controllers.kubelet.process_runtime import (
     ManagedProcess,
     container_argv,
     container_env,
@@ -43,13 +35,21 @@ from gang_sim.controllers.process_runtime import (
     master_port,
     port_is_free,
 )
-from gang_sim.controllers.retrying import retry_transient
-from gang_sim.controllers.script_runtime import (
+from gang_sim.controllers.kubelet.script_runtime import (
     ScriptError,
     fail_attempts,
     merged_annotations,
     plan_script,
 )
+from gang_sim.controllers.kubelet.status import (
+    container_id,
+    main_container,
+    running_status,
+    terminated_state,
+    terminated_status,
+    waiting_status,
+)
+from gang_sim.controllers.retrying import retry_transient
 
 log = logging.getLogger(__name__)
 
