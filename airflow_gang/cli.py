@@ -36,7 +36,7 @@ def _render(args: argparse.Namespace) -> int:
     import yaml
 
     from airflow_gang.exceptions import GangSpecError
-    from airflow_gang.spec import GangJobSpec
+    from airflow_gang.kinds.pytorchjob.spec import GangJobSpec
 
     arguments: dict[str, Any] = {}
     if args.spec:

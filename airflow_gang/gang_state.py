@@ -25,11 +25,11 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from airflow_gang.job_kinds import PYTORCHJOB, JobKind
+from airflow_gang.kinds import DEFAULT_JOB_KIND, PYTORCHJOB, JobKind
 from airflow_gang.timeline import gang_admitted_at
 
 JsonDict = dict[str, Any]
-JOB_NAME_LABEL = PYTORCHJOB.pod_job_label
+JOB_NAME_LABEL = DEFAULT_JOB_KIND.pod_job_label
 NOT_GANG_SCHEDULED = (
     "not gang-scheduled: the training-operator created pods but no PodGroup, so it runs without "
     "--gang-scheduler-name=volcano; start it with that flag, or use gang_scheduling='provider'"
@@ -38,8 +38,8 @@ TRAINER_NOT_GANG_SCHEDULED = (
     "not gang-scheduled: the TrainJob's pods exist but no PodGroup does, so its runtime has no Volcano "
     "podGroupPolicy; use a runtime with podGroupPolicy.volcano"
 )
-REPLICA_TYPE_LABEL = PYTORCHJOB.replica_type_label
-REPLICA_INDEX_LABEL = PYTORCHJOB.replica_index_label
+REPLICA_TYPE_LABEL = DEFAULT_JOB_KIND.replica_type_label
+REPLICA_INDEX_LABEL = DEFAULT_JOB_KIND.replica_index_label
 # Modes in which a controller, not the provider, makes the PodGroup: the training-operator with
 # --gang-scheduler-name=volcano, or Kubeflow Trainer v2's Volcano plugin (a runtime's
 # podGroupPolicy.volcano). The PodGroup may not exist for a while after submission.
@@ -114,11 +114,11 @@ def last_true_condition(job: JsonDict) -> JsonDict | None:
     return true[-1] if true else None
 
 
-def replica_count(job: JsonDict, job_kind: JobKind = PYTORCHJOB) -> int:
+def replica_count(job: JsonDict, job_kind: JobKind = DEFAULT_JOB_KIND) -> int:
     return job_kind.total_replicas(job)
 
 
-def finished_state(job: JsonDict, job_kind: JobKind = PYTORCHJOB) -> str | None:
+def finished_state(job: JsonDict, job_kind: JobKind = DEFAULT_JOB_KIND) -> str | None:
     """``Succeeded``/``Failed`` once the job has ended, else None."""
     state, _ = job_kind.state(job)
     return state if state in ("Succeeded", "Failed") else None
@@ -149,7 +149,7 @@ def gang_status(
     podgroup: JsonDict | None,
     pods: list[JsonDict],
     gang_scheduling: str,
-    job_kind: JobKind = PYTORCHJOB,
+    job_kind: JobKind = DEFAULT_JOB_KIND,
 ) -> GangStatus:
     """Map what the cluster shows onto one `GangStatus`.
 
@@ -214,7 +214,7 @@ def gang_status(
             pg_phase in ("Inqueue", "Unknown") and min_member > 0 and bound >= min_member
         )
     if admitted:
-        if condition_type is None and replicas > 0 and running >= replicas and job_kind is not PYTORCHJOB:
+        if condition_type is None and replicas > 0 and running >= replicas and not job_kind.running_condition:
             # A TrainJob has no Running condition: every node's pod running is what running means.
             return status(GangPhase.RUNNING, "Running", "")
         return status(GangPhase.ADMITTED, condition_type, "")
@@ -243,7 +243,7 @@ class GangSnapshot:
         podgroup: JsonDict | None,
         pods: list[JsonDict],
         gang_scheduling: str,
-        job_kind: JobKind = PYTORCHJOB,
+        job_kind: JobKind = DEFAULT_JOB_KIND,
     ) -> GangSnapshot:
         return cls(gang_status(job, podgroup, pods, gang_scheduling, job_kind), job, podgroup, pods)
 
@@ -277,7 +277,7 @@ def _terminated(status: JsonDict) -> tuple[JsonDict, bool] | None:
     return None
 
 
-def failing_replica(pods: list[JsonDict], job_kind: JobKind = PYTORCHJOB) -> ReplicaFailure | None:
+def failing_replica(pods: list[JsonDict], job_kind: JobKind = DEFAULT_JOB_KIND) -> ReplicaFailure | None:
     """The replica that failed first (by container finish time), with its exit code and reason.
 
     A container restarted in place (``OnFailure``) is read from its ``lastState``.

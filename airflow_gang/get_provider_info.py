@@ -1,7 +1,7 @@
 """Provider metadata read by Airflow's ProvidersManager (``airflow providers list`` shows it).
 
 Airflow imports this while it initialises its own configuration, so it must import nothing from
-Airflow, nor anything heavy.
+Airflow, nor anything heavy (`airflow_gang.kinds` is pure data: each kind's ``@task`` decorator).
 """
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from airflow_gang import __version__
+from airflow_gang.kinds import JOB_KINDS
 
 
 def get_provider_info() -> dict[str, Any]:
@@ -58,8 +59,8 @@ def get_provider_info() -> dict[str, Any]:
             {"integration-name": "Kubeflow PyTorchJob", "python-modules": ["airflow_gang.triggers.gang"]},
         ],
         "task-decorators": [
-            {"name": "pytorchjob", "class-name": "airflow_gang.decorators.pytorch_job.pytorchjob_task"},
-            {"name": "trainjob", "class-name": "airflow_gang.decorators.train_job.trainjob_task"},
+            {"name": job_kind.task_decorator, "class-name": job_kind.decorator_class}
+            for job_kind in JOB_KINDS.values()
         ],
         "extra-links": [
             "airflow_gang.links.GangJobLink",

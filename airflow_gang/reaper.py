@@ -42,6 +42,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from airflow_gang import telemetry
+from airflow_gang.kinds import DEFAULT_JOB_KIND
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +70,7 @@ class Candidate:
     # The operator's delete_on_finish (None in entries written before 0.3: live jobs only).
     delete_on_finish: str | None = None
     # PyTorchJob or TrainJob (entries written before 0.5 name no kind: PyTorchJobs).
-    kind: str = "PyTorchJob"
+    kind: str = DEFAULT_JOB_KIND.kind
 
     @property
     def key(self) -> tuple[str, str, str, int, str]:
@@ -101,7 +102,7 @@ def candidate_from_entry(
         uid=str(entry["uid"]),
         conn_id=str(entry.get("kubernetes_conn_id") or "kubernetes_default"),
         delete_on_finish=str(entry["delete_on_finish"]) if entry.get("delete_on_finish") else None,
-        kind=str(entry.get("kind") or "PyTorchJob"),
+        kind=str(entry.get("kind") or DEFAULT_JOB_KIND.kind),
     )
 
 
@@ -151,8 +152,8 @@ def reap(candidate: Candidate) -> bool:
     caller tries again later.
     """
     from airflow_gang.hooks.gang import GangJobHook
-    from airflow_gang.job_kinds import JOB_KINDS, PYTORCHJOB
     from airflow_gang.jobs import cleanup, submission
+    from airflow_gang.kinds import JOB_KINDS, PYTORCHJOB
 
     job_kind = JOB_KINDS.get(candidate.kind, PYTORCHJOB)
     hook = GangJobHook(conn_id=candidate.conn_id)

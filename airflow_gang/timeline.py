@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_gang.job_kinds import PYTORCHJOB, JobKind
+from airflow_gang.kinds import DEFAULT_JOB_KIND, JobKind
 
 JsonDict = dict[str, Any]
 
@@ -103,7 +103,7 @@ class JobTimeline:
         )
 
 
-def _replica_count(job: JsonDict, job_kind: JobKind = PYTORCHJOB) -> int:
+def _replica_count(job: JsonDict, job_kind: JobKind = DEFAULT_JOB_KIND) -> int:
     return job_kind.total_replicas(job)
 
 
@@ -125,7 +125,7 @@ def _bound_times(pods: Sequence[JsonDict]) -> list[dt.datetime]:
 
 
 def _gang_bound_at(
-    job: JsonDict, pods: Sequence[JsonDict], needed: int | None = None, job_kind: JobKind = PYTORCHJOB
+    job: JsonDict, pods: Sequence[JsonDict], needed: int | None = None, job_kind: JobKind = DEFAULT_JOB_KIND
 ) -> dt.datetime | None:
     """When the ``needed``-th replica pod (default: every replica) was bound, once that many were."""
     bound = _bound_times(pods)
@@ -167,7 +167,9 @@ def finished_at(job: JsonDict) -> dt.datetime | None:
     )
 
 
-def job_timeline(job: JsonDict, pods: Sequence[JsonDict] = (), job_kind: JobKind = PYTORCHJOB) -> JobTimeline:
+def job_timeline(
+    job: JsonDict, pods: Sequence[JsonDict] = (), job_kind: JobKind = DEFAULT_JOB_KIND
+) -> JobTimeline:
     """The timeline of a PyTorchJob (or TrainJob), from the job and the pods it owns.
 
     A TrainJob has no ``Running`` condition: it counts as running from its gang's binding.
@@ -178,7 +180,7 @@ def job_timeline(job: JsonDict, pods: Sequence[JsonDict] = (), job_kind: JobKind
         raise ValueError(f"{job_kind.kind} {metadata.get('name')!r} has no creationTimestamp")
     status = job.get("status") or {}
     bound = _gang_bound_at(job, pods, job_kind=job_kind)
-    running = _condition_time(job, "Running") or (bound if job_kind is not PYTORCHJOB else None)
+    running = _condition_time(job, "Running") or (None if job_kind.running_condition else bound)
     succeeded = _condition_time(job, "Succeeded") or _condition_time(job, "Complete")
     failed = _condition_time(job, "Failed")
     finished = parse_time(status.get("completionTime")) or succeeded or failed

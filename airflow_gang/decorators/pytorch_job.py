@@ -43,6 +43,7 @@ class PyTorchJobDecoratedOperator(ReplicaFunctionOperator, PyTorchJobOperator):
 
     :param restart_policy: default ``ExitCode``: an exception (exit code 1) fails the job at once,
         a signal (a kill, an eviction, 128-255) restarts the replica.
+    :param replica_resources: the same as ``resources`` (the name the operator stores it under).
     :param run_policy: default ``{"clean_pod_policy": "Running"}``: replicas still running when
         the job ends (waiting for a peer that raised) are stopped. ``All`` is refused: it would
         delete the master's log, which holds the return value.

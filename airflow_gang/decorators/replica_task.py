@@ -32,7 +32,6 @@ from airflow_gang.decorators.payload import (
 )
 from airflow_gang.decorators.replica_output import NoReturnValue, replica_error, return_value
 from airflow_gang.exceptions import GangError, GangSpecError, PyTorchJobFailed
-from airflow_gang.job_kinds import PYTORCHJOB
 from airflow_gang.jobs.outcome import leader_pod
 from airflow_gang.operators.gang_job import GangJobOperator
 
@@ -147,8 +146,7 @@ class ReplicaFunctionOperator(DecoratedOperator, GangJobOperator):
         try:
             return return_value(log)
         except NoReturnValue:
-            leader = "master's" if kind is PYTORCHJOB else "rank 0's"
-            where = f"the last {RESULT_LOG_LINES} lines of its {leader} log hold"
+            where = f"the last {RESULT_LOG_LINES} lines of its {kind.leader_title}'s log hold"
             if pod is None:
                 where = "its rank-0 pod is gone, so its log holds"
             raise FunctionReturnValueMissing(
@@ -167,7 +165,7 @@ class ReplicaFunctionOperator(DecoratedOperator, GangJobOperator):
         if found is None:
             return error
         pod = _FAILED_POD.search(str(error))
-        on = f"replica {error.replica}" if self.job_kind is PYTORCHJOB else str(error.replica).lower()
+        on = self.job_kind.replica_phrase(str(error.replica))
         at = ", ".join(
             part
             for part in (found.where, f"pod {pod.group(1)}" if pod else "", f"exit code {error.exit_code}")

@@ -21,7 +21,7 @@ from airflow_gang.exceptions import GangApiError
 from airflow_gang.hooks.errors import ApiRequest, status_error, unreachable_error
 from airflow_gang.hooks.kinds import KINDS_BY_NAME, PODS, DeletableKind, Kind, WatchKind
 from airflow_gang.hooks.retrying import CONNECTION_ERRORS, REQUEST_TIMEOUT, RetryPolicy, acall_with_retries
-from airflow_gang.job_kinds import JobKind
+from airflow_gang.kinds import JobKind
 
 if TYPE_CHECKING:
     from airflow_gang.hooks.client_pool import LoopClientPool

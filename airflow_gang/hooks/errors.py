@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from airflow_gang.exceptions import GangApiError, GangCRDNotInstalled, GangPermissionError
+from airflow_gang.kinds import PYTORCHJOB, TRAINJOB, JobKind
 
 RBAC_HINT = "airflow_gang.hooks.REQUIRED_PERMISSIONS lists every permission the provider needs"
 # kube-apiserver's RBAC denial: `<resource> "<name>" is forbidden: User "<who>" cannot <verb> ...`.
@@ -202,16 +203,15 @@ class ApiRequirement:
         return f"{self.group}/{self.version}"
 
 
-PYTORCHJOB_API = ApiRequirement(
-    "kubeflow.org", "v1", ("pytorchjobs",), "PyTorchJob CRD", "install the Kubeflow training-operator"
-)
-TRAINJOB_API = ApiRequirement(
-    "trainer.kubeflow.org",
-    "v1alpha1",
-    ("trainjobs", "clustertrainingruntimes"),
-    "Kubeflow Trainer v2",
-    "install Kubeflow Trainer (https://www.kubeflow.org/docs/components/trainer/) and its runtimes",
-)
+    @classmethod
+    def of(cls, job_kind: JobKind) -> ApiRequirement:
+        """What a kind of gang job needs served (`JobKind.api`)."""
+        api = job_kind.api
+        return cls(job_kind.group, job_kind.version, api.plurals, api.title, api.install)
+
+
+PYTORCHJOB_API = ApiRequirement.of(PYTORCHJOB)
+TRAINJOB_API = ApiRequirement.of(TRAINJOB)
 VOLCANO_API = ApiRequirement(
     "scheduling.volcano.sh",
     "v1beta1",

@@ -26,10 +26,9 @@ from kubernetes import watch
 
 from airflow_gang.exceptions import GangApiError
 from airflow_gang.hooks.errors import (
-    PYTORCHJOB_API,
-    TRAINJOB_API,
     VOLCANO_API,
     ApiRequest,
+    ApiRequirement,
     evaluate_discovery,
 )
 from airflow_gang.hooks.gang_async import WATCH_TIMEOUT_SLACK, AsyncGangJobHook
@@ -48,7 +47,7 @@ from airflow_gang.hooks.kinds import (
 )
 from airflow_gang.hooks.pods import JobPodsMixin, read_json
 from airflow_gang.hooks.watches import SyncWatchesMixin
-from airflow_gang.job_kinds import PYTORCHJOB, JobKind
+from airflow_gang.kinds import DEFAULT_JOB_KIND, PYTORCHJOB, JobKind
 
 __all__ = ["REQUIRED_PERMISSIONS", "AsyncGangJobHook", "GangJobHook"]
 
@@ -243,7 +242,7 @@ class GangJobHook(JobPodsMixin, SyncWatchesMixin, JobObjectsHook):
 
     # -- cluster checks ------------------------------------------------------------------------
 
-    def check_api(self, *, require_volcano: bool = False, job_kind: JobKind = PYTORCHJOB) -> None:
+    def check_api(self, *, require_volcano: bool = False, job_kind: JobKind = DEFAULT_JOB_KIND) -> None:
         """Fail early, with the fix, when the cluster does not serve the kinds the job needs.
 
         :param require_volcano: also require Volcano's ``podgroups`` and ``queues`` (gang modes
@@ -251,7 +250,7 @@ class GangJobHook(JobPodsMixin, SyncWatchesMixin, JobObjectsHook):
         :param job_kind: the job's kind (PyTorchJob: the training-operator; TrainJob: Trainer v2).
         :raises GangCRDNotInstalled: naming the missing API and how to install it.
         """
-        job_api = PYTORCHJOB_API if job_kind is PYTORCHJOB else TRAINJOB_API
+        job_api = ApiRequirement.of(job_kind)
         requirements = [job_api, VOLCANO_API] if require_volcano else [job_api]
         for requirement in requirements:
             # Discovery of the group/version: 404 when no CRD of the group is installed, a list

@@ -45,7 +45,7 @@ from airflow_gang.hooks.kinds import (
     Kind,
 )
 from airflow_gang.hooks.retrying import REQUEST_TIMEOUT, RetryPolicy, acall_with_retries
-from airflow_gang.job_kinds import PYTORCHJOB, JobKind
+from airflow_gang.kinds import DEFAULT_JOB_KIND, JobKind
 from airflow_gang.outage import may_mean_moved
 
 T = TypeVar("T")
@@ -300,7 +300,7 @@ class AsyncGangJobHook(AsyncWatchesMixin, AsyncKubernetesHook):
         )
 
     async def list_job_pods(
-        self, name: str, namespace: str, job_kind: JobKind = PYTORCHJOB
+        self, name: str, namespace: str, job_kind: JobKind = DEFAULT_JOB_KIND
     ) -> list[JsonDict]:
         """The job's pods (a PyTorchJob's by ``training.kubeflow.org/job-name=<name>``), as wire dicts.
 

@@ -14,7 +14,7 @@ from typing import Any
 from airflow_gang.hooks.calls import CallingHook
 from airflow_gang.hooks.errors import ApiRequest
 from airflow_gang.hooks.kinds import CLUSTER_TRAINING_RUNTIMES, TRAINING_RUNTIMES, Kind
-from airflow_gang.job_kinds import PYTORCHJOB, JobKind
+from airflow_gang.kinds import JobKind
 
 JsonDict = dict[str, Any]
 
@@ -66,12 +66,7 @@ class JobObjectsHook(CallingHook):
     def set_job_suspended(self, job_kind: JobKind, name: str, namespace: str, suspended: bool) -> JsonDict:
         """Suspend or resume a gang job: a PyTorchJob's ``spec.runPolicy.suspend``, a TrainJob's
         ``spec.suspend`` (the Trainer then suspends its JobSet, whose Jobs delete their pods)."""
-        patch = (
-            {"spec": {"runPolicy": {"suspend": suspended}}}
-            if job_kind is PYTORCHJOB
-            else {"spec": {"suspend": suspended}}
-        )
-        return self._merge_patch(Kind.of(job_kind), name, namespace, patch)
+        return self._merge_patch(Kind.of(job_kind), name, namespace, job_kind.suspend_patch(suspended))
 
     def get_training_runtime(self, name: str, kind: str, namespace: str) -> JsonDict | None:
         """A Trainer v2 runtime, or None if it does not exist.

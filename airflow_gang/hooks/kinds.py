@@ -7,12 +7,13 @@ the way RBAC and kubectl do (``pytorchjobs.kubeflow.org``), so a 403 reads like 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
-from airflow_gang.job_kinds import PYTORCHJOB, TRAINJOB, ChildResource, JobKind
+from airflow_gang.kinds import JOB_KINDS, PYTORCHJOB, TRAINJOB, ChildResource, JobKind
 
-WatchKind = Literal["pytorchjob", "trainjob", "podgroup", "pod"]
-DeletableKind = Literal["pytorchjob", "trainjob", "podgroup"]
+# A watch or wait names what it follows by a job kind's `JobKind.watch_name`, or these.
+WatchKind = str
+DeletableKind = str
 
 
 @dataclass(frozen=True)
@@ -59,8 +60,7 @@ EVENTS = Kind("", "v1", "events", "Event")
 POD_LOG_RESOURCE = "pods/log"
 
 KINDS_BY_NAME: dict[str, Kind] = {
-    "pytorchjob": PYTORCHJOBS,
-    "trainjob": TRAINJOBS,
+    **{job_kind.watch_name: Kind.of(job_kind) for job_kind in JOB_KINDS.values()},
     "podgroup": PODGROUPS,
     "pod": PODS,
 }
@@ -69,33 +69,8 @@ KINDS_BY_NAME: dict[str, Kind] = {
 # Discovery (GET /apis/<group>/<version>) is a non-resource URL every authenticated user may
 # read through the default `system:discovery` ClusterRole, so it needs no rule here.
 REQUIRED_PERMISSIONS: tuple[tuple[str, str, str], ...] = (
-    ("kubeflow.org", "pytorchjobs", "create"),
-    ("kubeflow.org", "pytorchjobs", "get"),
-    ("kubeflow.org", "pytorchjobs", "list"),
-    ("kubeflow.org", "pytorchjobs", "watch"),
-    ("kubeflow.org", "pytorchjobs", "delete"),
-    # Only `GangJobHook.set_pytorchjob_suspended` (suspend/resume) patches jobs.
-    ("kubeflow.org", "pytorchjobs", "patch"),
-    # Setting blockOwnerDeletion=true on the PodGroup's ownerReference to the job needs `update`
-    # on the owner's finalizers where the OwnerReferencesPermissionEnforcement admission plugin
-    # runs (OpenShift enables it by default).
-    ("kubeflow.org", "pytorchjobs/finalizers", "update"),
-    # Kubeflow Trainer v2 (`TrainJobOperator`): the TrainJob, and the runtime it names (read to
-    # learn whether its Volcano podGroupPolicy gang-schedules it). The Trainer's Volcano plugin
-    # creates the PodGroup itself, and owns it.
-    ("trainer.kubeflow.org", "trainjobs", "create"),
-    ("trainer.kubeflow.org", "trainjobs", "get"),
-    ("trainer.kubeflow.org", "trainjobs", "list"),
-    ("trainer.kubeflow.org", "trainjobs", "watch"),
-    ("trainer.kubeflow.org", "trainjobs", "delete"),
-    ("trainer.kubeflow.org", "trainjobs", "patch"),
-    ("trainer.kubeflow.org", "trainingruntimes", "get"),
-    # Cluster-scoped, like queues.
-    ("trainer.kubeflow.org", "clustertrainingruntimes", "get"),
-    # A TrainJob's deletion is confirmed once its JobSet and batch Jobs are gone too (Trainer
-    # re-creates them while a TrainJob waits in a foreground deletion): `list` only.
-    ("jobset.x-k8s.io", "jobsets", "list"),
-    ("batch", "jobs", "list"),
+    # Each kind's own objects (`JobKind.permissions`).
+    *(permission for job_kind in JOB_KINDS.values() for permission in job_kind.permissions),
     ("scheduling.volcano.sh", "podgroups", "create"),
     ("scheduling.volcano.sh", "podgroups", "get"),
     ("scheduling.volcano.sh", "podgroups", "list"),

@@ -17,7 +17,7 @@ from kubernetes.watch.watch import iter_resp_lines
 from airflow_gang.hooks.errors import ApiRequest, unreachable_error
 from airflow_gang.hooks.kinds import EVENTS, POD_LOG_RESOURCE, PODS
 from airflow_gang.hooks.retrying import CONNECTION_ERRORS, REQUEST_TIMEOUT, RetryPolicy
-from airflow_gang.job_kinds import PYTORCHJOB, JobKind
+from airflow_gang.kinds import DEFAULT_JOB_KIND, JobKind
 
 if TYPE_CHECKING:
     from kubernetes.client import CoreV1Api
@@ -54,7 +54,9 @@ class JobPodsMixin:
     def _get_json(self, request: ApiRequest, call: Callable[[], Any]) -> Any:
         return self._call(request, lambda: read_json(call()))
 
-    def list_job_pods(self, name: str, namespace: str, job_kind: JobKind = PYTORCHJOB) -> list[JsonDict]:
+    def list_job_pods(
+        self, name: str, namespace: str, job_kind: JobKind = DEFAULT_JOB_KIND
+    ) -> list[JsonDict]:
         """The job's pods (a PyTorchJob's by label ``training.kubeflow.org/job-name=<name>``).
 
         :param name: job name.

@@ -16,8 +16,8 @@ from typing import Any, TypeVar
 
 from airflow_gang.exceptions import GangApiError, GangApiUnavailable
 from airflow_gang.hooks.gang import GangJobHook
-from airflow_gang.job_kinds import PYTORCHJOB, JobKind
 from airflow_gang.jobs.deletion import Step, deletion_plan, leftovers, not_ours, podgroup_to_delete
+from airflow_gang.kinds import DEFAULT_JOB_KIND, JobKind
 from airflow_gang.outage import Outage, ride_out
 
 T = TypeVar("T")
@@ -40,12 +40,19 @@ def kill_budget_seconds() -> float:
 
 
 def leftover_looks(
-    hook: GangJobHook, name: str, namespace: str, job_kind: JobKind, plan: tuple[Step, ...]
+    hook: GangJobHook,
+    name: str,
+    namespace: str,
+    job_kind: JobKind,
+    plan: tuple[Step, ...],
+    *,
+    uid: str | None = None,
 ) -> dict[Step, Callable[[], list[str]]]:
     """For each confirming step that lists, one look at what is still there (in words)."""
 
     def anything() -> list[str]:
-        podgroup = hook.get_podgroup(name, namespace) if Step.CONFIRM_PODGROUP_GONE in plan else None
+        podgroup_name = job_kind.podgroup_name(name, uid)
+        podgroup = hook.get_podgroup(podgroup_name, namespace) if Step.CONFIRM_PODGROUP_GONE in plan else None
         children = hook.list_job_children(job_kind, name, namespace)
         return leftovers(podgroup, children, hook.list_job_pods(name, namespace, job_kind))
 
@@ -65,7 +72,7 @@ def delete_gang(
     timeout: float = DEFAULT_CONFIRM_SECONDS,
     reason: str,
     logger: logging.Logger | Any = log,
-    job_kind: JobKind = PYTORCHJOB,
+    job_kind: JobKind = DEFAULT_JOB_KIND,
 ) -> bool:
     """Carry out the deletion plan for the job of ``uid``; whether it was confirmed within ``timeout``.
 
@@ -111,10 +118,11 @@ def delete_gang(
         return True
 
     def delete_podgroup() -> bool:
-        podgroup_uid = podgroup_to_delete(hook.get_podgroup(name, namespace), uid)
+        podgroup_name = job_kind.podgroup_name(name, uid)
+        podgroup_uid = podgroup_to_delete(hook.get_podgroup(podgroup_name, namespace), uid)
         if podgroup_uid is not None:
             try:
-                hook.delete_podgroup(name, namespace, uid=podgroup_uid)
+                hook.delete_podgroup(podgroup_name, namespace, uid=podgroup_uid)
             except GangApiError as error:
                 if not not_ours(error):  # 409: replaced meanwhile, so not the one we looked at
                     raise
@@ -132,14 +140,16 @@ def delete_gang(
 
         return confirmed
 
-    looks = leftover_looks(hook, name, namespace, job_kind, plan)
+    looks = leftover_looks(hook, name, namespace, job_kind, plan, uid=uid)
     steps: dict[Step, Callable[[], bool]] = {
         Step.DELETE_JOB: delete_job,
         Step.DELETE_PODGROUP: delete_podgroup,
         Step.CONFIRM_JOB_GONE: lambda: hook.wait_gone(
             job_kind.watch_name, name, namespace, uid=uid, timeout=remaining()
         ),
-        Step.CONFIRM_PODGROUP_GONE: lambda: hook.wait_gone("podgroup", name, namespace, timeout=remaining()),
+        Step.CONFIRM_PODGROUP_GONE: lambda: hook.wait_gone(
+            "podgroup", job_kind.podgroup_name(name, uid), namespace, timeout=remaining()
+        ),
         **{step: until_none(look) for step, look in looks.items()},
     }
     current = plan[0]

@@ -18,7 +18,7 @@ from airflow_gang.exceptions import GangApiError
 from airflow_gang.hooks.gang import GangJobHook
 from airflow_gang.hooks.kinds import PODGROUPS, Kind
 from airflow_gang.hooks.retrying import RetryPolicy
-from airflow_gang.job_kinds import PYTORCHJOB, JobKind
+from airflow_gang.kinds import DEFAULT_JOB_KIND, JobKind
 from airflow_gang.naming import MANAGED_BY_LABEL, MANAGED_BY_VALUE, TRY_NUMBER_LABEL
 
 JsonDict = dict[str, Any]
@@ -48,7 +48,7 @@ def submit(
     namespace: str,
     identity: dict[str, str],
     *,
-    job_kind: JobKind = PYTORCHJOB,
+    job_kind: JobKind = DEFAULT_JOB_KIND,
 ) -> tuple[JsonDict, bool]:
     """Create PodGroup then PyTorchJob, then make the job own the PodGroup.
 
@@ -148,7 +148,7 @@ def job_not_created(
     namespace: str,
     identity: dict[str, str],
     *,
-    job_kind: JobKind = PYTORCHJOB,
+    job_kind: JobKind = DEFAULT_JOB_KIND,
 ) -> bool:
     """Whether a PyTorchJob create that raised ``error`` definitely did not create our job.
 

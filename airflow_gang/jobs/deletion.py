@@ -32,7 +32,7 @@ from typing import Any
 
 from airflow_gang.exceptions import GangApiError
 from airflow_gang.gang_state import owned_by
-from airflow_gang.job_kinds import PYTORCHJOB, JobKind
+from airflow_gang.kinds import DEFAULT_JOB_KIND, JobKind
 
 JsonDict = dict[str, Any]
 
@@ -46,7 +46,7 @@ class Step(StrEnum):
     CONFIRM_NOTHING_LEFT = "confirm nothing of the job is left"
 
 
-def deletion_plan(gang_scheduling: str | None, job_kind: JobKind = PYTORCHJOB) -> tuple[Step, ...]:
+def deletion_plan(gang_scheduling: str | None, job_kind: JobKind = DEFAULT_JOB_KIND) -> tuple[Step, ...]:
     """The steps, in order, for a job of this kind and ``gang_scheduling`` (None: provider)."""
     gang = gang_scheduling != "disabled"
     steps = [Step.DELETE_JOB]

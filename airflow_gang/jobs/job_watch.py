@@ -23,7 +23,7 @@ from airflow_gang.gang_state import GangSnapshot
 from airflow_gang.hooks.gang import GangJobHook
 from airflow_gang.hooks.kinds import WatchKind
 from airflow_gang.hooks.watches import WatchStream
-from airflow_gang.job_kinds import PYTORCHJOB, JobKind
+from airflow_gang.kinds import DEFAULT_JOB_KIND, JobKind
 from airflow_gang.outage import OutageLog
 from airflow_gang.watch_rules import WatchTrouble, relist_delay, retry_delay
 
@@ -137,7 +137,7 @@ class JobWatch:
         *,
         with_podgroup: bool,
         log: OutageLog,
-        job_kind: JobKind = PYTORCHJOB,
+        job_kind: JobKind = DEFAULT_JOB_KIND,
     ) -> None:
         self.hook = hook
         self.job_kind = job_kind

@@ -16,7 +16,6 @@ from airflow_gang.exceptions import (
     GangQueueMismatch,
     GangSpecError,
     PyTorchJobFailed,
-    TrainJobFailed,
 )
 from airflow_gang.gang_state import (
     GangSnapshot,
@@ -26,9 +25,9 @@ from airflow_gang.gang_state import (
     queue_mismatch_message,
 )
 from airflow_gang.hooks.gang import GangJobHook
-from airflow_gang.job_kinds import PYTORCHJOB, JobKind
 from airflow_gang.jobs.deletion import after_deletion
 from airflow_gang.jobs.failure_memory import FailureMemory
+from airflow_gang.kinds import DEFAULT_JOB_KIND, JobKind
 
 JsonDict = dict[str, Any]
 log = logging.getLogger(__name__)
@@ -59,7 +58,7 @@ def observe(
     gang_scheduling: str,
     uid: str | None = None,
     *,
-    job_kind: JobKind = PYTORCHJOB,
+    job_kind: JobKind = DEFAULT_JOB_KIND,
 ) -> GangSnapshot:
     """Read the job, its PodGroup and its pods once and decide where the gang stands.
 
@@ -68,7 +67,8 @@ def observe(
     job = hook.get_job(job_kind, name, namespace)
     if job is not None and uid is not None and job["metadata"].get("uid") != uid:
         job = None
-    podgroup = hook.get_podgroup(name, namespace) if gang_scheduling != "disabled" else None
+    podgroup_name = job_kind.podgroup_name(name, uid)
+    podgroup = hook.get_podgroup(podgroup_name, namespace) if gang_scheduling != "disabled" else None
     pods = hook.list_job_pods(name, namespace, job_kind) if job is not None else []
     return GangSnapshot.of(job, podgroup, pods, gang_scheduling, job_kind)
 
@@ -78,7 +78,7 @@ def log_tail(
     pod: str,
     namespace: str,
     lines: int,
-    container: str = PYTORCHJOB.container,
+    container: str = DEFAULT_JOB_KIND.container,
     *,
     previous: bool = False,
 ) -> str:
@@ -101,7 +101,7 @@ def failure_error(
     name: str,
     namespace: str,
     lines: int,
-    job_kind: JobKind = PYTORCHJOB,
+    job_kind: JobKind = DEFAULT_JOB_KIND,
     *,
     seen: FailureMemory | None = None,
 ) -> PyTorchJobFailed:
@@ -124,7 +124,7 @@ def failure_error(
     if failure is None and seen is not None and seen.failure is not None:
         failure, seen_tail = seen.failure, seen.tail
     headline = str(condition.get("message") or f"{job_kind.kind} {name} failed")
-    failed = PyTorchJobFailed if job_kind is PYTORCHJOB else TrainJobFailed
+    failed = job_kind.failure_error
     if failure is None:
         return failed(
             f"{headline} (no failed replica found; its pods may have been cleaned up)",
@@ -157,7 +157,7 @@ def admission_timeout(
     namespace: str,
     status: GangStatus,
     seconds: float | None,
-    job_kind: JobKind = PYTORCHJOB,
+    job_kind: JobKind = DEFAULT_JOB_KIND,
     *,
     deleted: bool | None = None,
 ) -> GangAdmissionTimeout:
@@ -177,7 +177,12 @@ def admission_timeout(
 
 
 def queue_mismatch(
-    job: JsonDict, asked: str | None, seen: GangSnapshot, job_kind: JobKind = PYTORCHJOB, *, deleted: bool
+    job: JsonDict,
+    asked: str | None,
+    seen: GangSnapshot,
+    job_kind: JobKind = DEFAULT_JOB_KIND,
+    *,
+    deleted: bool,
 ) -> GangQueueMismatch:
     """The failure of a job whose PodGroup appeared in another queue than ``asked``; ``deleted``:
     whether the job was confirmed gone as the task gave up on it."""

@@ -14,10 +14,10 @@ from typing import Any, Literal
 
 from airflow_gang.exceptions import PyTorchJobFailed
 from airflow_gang.hooks.gang import GangJobHook
-from airflow_gang.job_kinds import PYTORCHJOB, JobKind
 from airflow_gang.jobs import observation
 from airflow_gang.jobs.failure_memory import FailureMemory
 from airflow_gang.jobs.result import job_result
+from airflow_gang.kinds import DEFAULT_JOB_KIND, JobKind
 from airflow_gang.metrics import parse_metrics
 
 JsonDict = dict[str, Any]
@@ -64,7 +64,7 @@ def read_outcome(
     log_tail_lines: int,
     read_master_log: bool,
     collect_metrics: bool,
-    job_kind: JobKind = PYTORCHJOB,
+    job_kind: JobKind = DEFAULT_JOB_KIND,
     seen_failure: FailureMemory | None = None,
 ) -> Outcome:
     """Read the end of ``job``, which finished in ``state`` (``succeeded`` or ``failed``).

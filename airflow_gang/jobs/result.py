@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow_gang.job_kinds import PYTORCHJOB, JobKind
+from airflow_gang.kinds import DEFAULT_JOB_KIND, JobKind
 from airflow_gang.timeline import finished_at as finished_time
 from airflow_gang.timeline import parse_time
 
@@ -18,7 +18,7 @@ def job_result(
     finished_at: str | None,
     *,
     metrics: dict[str, float] | None = None,
-    job_kind: JobKind = PYTORCHJOB,
+    job_kind: JobKind = DEFAULT_JOB_KIND,
 ) -> JsonDict:
     """The task's return value: small, JSON-serialisable, the same shape on every path (a
     TrainJob's ``replicas`` are ``{"Node": n}``)."""
@@ -31,15 +31,14 @@ def job_result(
         finished = admitted  # completionTime has 1 s resolution; never report a negative run
     replicas = job_kind.replica_counts(job)
     queue = job_kind.queue(job)
-    # A PyTorchJob with a schedulingPolicy has a PodGroup; a TrainJob, when it names its queue.
-    policy = ((job.get("spec") or {}).get("runPolicy") or {}).get("schedulingPolicy") or {}
-    has_podgroup = bool(policy) if job_kind is PYTORCHJOB else queue is not None
+    named = str(metadata.get("name"))
+    podgroup = job_kind.podgroup_name(named, metadata.get("uid")) if job_kind.has_podgroup(job) else None
     return {
         "name": metadata.get("name"),
         "namespace": metadata.get("namespace"),
         "uid": metadata.get("uid"),
         "queue": queue,
-        "podgroup": metadata.get("name") if has_podgroup else None,
+        "podgroup": podgroup,
         "state": state,
         "submitted_at": submitted.isoformat() if submitted else None,
         "admitted_at": admitted.isoformat() if admitted else None,

@@ -29,12 +29,12 @@ from typing import Any, NamedTuple
 from airflow_gang.exceptions import GangApiError
 from airflow_gang.gang_state import finished_state, owned_by
 from airflow_gang.hooks.gang import GangJobHook
-from airflow_gang.job_kinds import JOB_KINDS, PYTORCHJOB, JobKind
 from airflow_gang.jobs.cleanup import delete_gang
 from airflow_gang.jobs.creation import is_ours, job_create_refused, submit
 from airflow_gang.jobs.recipe import JobRecipe, recipe_of
+from airflow_gang.kinds import DEFAULT_JOB_KIND, JOB_KINDS, JobKind, job_kind_named
+from airflow_gang.kinds.pytorchjob.spec import GangJobSpec
 from airflow_gang.naming import TRY_NUMBER_LABEL, identity_selector
-from airflow_gang.spec import GangJobSpec
 
 JsonDict = dict[str, Any]
 log = logging.getLogger(__name__)
@@ -70,12 +70,12 @@ def _try_number(obj: JsonDict) -> int | None:
     return int(text) if text.isdigit() else None
 
 
-def outcome(job: JsonDict, job_kind: JobKind = PYTORCHJOB) -> str | None:
+def outcome(job: JsonDict, job_kind: JobKind = DEFAULT_JOB_KIND) -> str | None:
     """``Succeeded``/``Failed`` once the job has ended, else None."""
     return finished_state(job, job_kind)
 
 
-def is_live(job: JsonDict, job_kind: JobKind = PYTORCHJOB) -> bool:
+def is_live(job: JsonDict, job_kind: JobKind = DEFAULT_JOB_KIND) -> bool:
     """A job worth reattaching to: not finished and not being deleted."""
     return outcome(job, job_kind) is None and not job["metadata"].get("deletionTimestamp")
 
@@ -87,7 +87,7 @@ def find_job_to_attach(
     stored: JsonDict | None,
     reuse_succeeded: bool,
     first_try: int = 1,
-    job_kind: JobKind = PYTORCHJOB,
+    job_kind: JobKind = DEFAULT_JOB_KIND,
 ) -> Attached | None:
     """The earlier try's job this try should take over, if any (see the module docstring).
 
@@ -190,7 +190,7 @@ def retire_cleared_jobs(
     logger: logging.Logger | Any = log,
     *,
     gang_scheduling: str | None = None,
-    job_kind: JobKind = PYTORCHJOB,
+    job_kind: JobKind = DEFAULT_JOB_KIND,
 ) -> list[str]:
     """Delete the live ones of ``found`` (the task instance's jobs) whose try came before
     ``first_try``: a person cleared the task since.
@@ -271,7 +271,8 @@ def ensure_podgroup_owner(hook: GangJobHook, job: JsonDict, logger: logging.Logg
     or an earlier version of the provider owned it with ``controller: false`` (which a
     gang-enabled training-operator never wakes the job for: `kinds.owner_reference_patch`)."""
     name, namespace = job["metadata"]["name"], job["metadata"]["namespace"]
-    podgroup = hook.get_podgroup(name, namespace)
+    podgroup_name = job_kind_named(job.get("kind")).podgroup_name(name, job["metadata"].get("uid"))
+    podgroup = hook.get_podgroup(podgroup_name, namespace)
     if podgroup is None:
         return
     uid = job["metadata"].get("uid")

@@ -1,96 +1,288 @@
 """`GangJobOperator`: submit one gang job, wait for admission, then for training: any kind.
 
-The flow (DESIGN.md §3), the same for a PyTorchJob and a TrainJob: validate and build manifests
-before any API call; take over an earlier try's job or submit a new one (`jobs.submission`);
-publish ``job_name``/``job_namespace`` before waiting; wait for admission (an admission timeout
-deletes the job and raises `GangAdmissionTimeout`), in the worker (`worker_wait`) or the
-triggerer (`GangJobTrigger`), then for completion; log rank 0's tail; record the job's end in the
-task state store (the Gang jobs page shows it after cleanup); return a small dict; clean up per
-``delete_on_finish``.
+How it runs, top-down (the same for every kind; a kind's operator adds its arguments, `build_spec`
+and `prepare`):
+
+1. `GangJobOperator.execute` validates the arguments and builds the manifests before any API
+   call, checks the cluster (`prepare`), takes over an earlier try's job or submits a new one
+   (`airflow_gang.jobs.submission`) and publishes ``job_name``/``job_namespace``;
+2. it waits for admission (an admission timeout deletes the job and raises
+   `GangAdmissionTimeout`), then for completion: in the worker (`execute_sync`) or in the
+   triggerer (`execute_async`, which defers to `GangJobTrigger`);
+3. `execute_complete` (after a deferral) and `execute_sync` end the same way: rank 0's log tail
+   in the task log, the job's end recorded in the task state store (the Gang jobs page shows it
+   after cleanup), a small dict returned, cleanup per ``delete_on_finish``.
 
 A job is deleted only for its admission timeout, a person's kill or clear (``on_kill``), the
-task's own ``execution_timeout``, or ``delete_on_finish`` after its end; never because the API
-could not be read.
-
-What differs between kinds is left to the subclass (`PyTorchJobOperator`, `TrainJobOperator`):
-``job_kind``, the job arguments and ``build_spec``, and ``prepare`` (the cluster checks before
-submitting, and the `JobRecipe` that builds the manifests). Subclasses combine this class with an
-arguments base that provides ``identity``, ``admission_timeout_seconds``, ``namespace`` and
-``kubernetes_conn_id``.
+task's own ``execution_timeout`` or ``on_disruption`` policy, or ``delete_on_finish`` after its
+end; never because the API could not be read.
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime as dt
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from functools import cached_property, partial
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from airflow.configuration import conf
+from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowTaskTimeout
 
 from airflow_gang import links
-from airflow_gang.exceptions import GangJobLost
+from airflow_gang.exceptions import GangJobLost, GangSpecError
 from airflow_gang.gang_state import GangPhase, GangStatus
 from airflow_gang.hooks.gang import GangJobHook
 from airflow_gang.hooks.retrying import WAIT_RETRY_POLICY
-from airflow_gang.job_kinds import JobKind
 from airflow_gang.jobs import checkpoints, cleanup, observation, submission
-from airflow_gang.jobs.disruption import GiveUp
+from airflow_gang.jobs.checkpoints import checkpoint_location
+from airflow_gang.jobs.disruption import (
+    DEFAULT_MAX_DISRUPTIONS,
+    ON_DISRUPTION_CHOICES,
+    GiveUp,
+    check_max_disruptions,
+)
 from airflow_gang.jobs.disruption_report import job_given_up
 from airflow_gang.jobs.failure_memory import FailureMemory
-from airflow_gang.jobs.outcome import deletes_on_finish, read_outcome
+from airflow_gang.jobs.outcome import (
+    DELETE_ON_FINISH_CHOICES,
+    ON_FINISH_ACTIONS,
+    DeleteOnFinish,
+    deletes_on_finish,
+    read_outcome,
+)
 from airflow_gang.jobs.recipe import JobRecipe
 from airflow_gang.jobs.result import job_result
 from airflow_gang.jobs.wait_plan import WaitPlan
+from airflow_gang.kinds import JobKind
+from airflow_gang.naming import identity_labels, job_name
 from airflow_gang.operators import state_store
 from airflow_gang.operators.state_store import STATE_STORE_JOB_KEY, STATE_STORE_PROGRESS_KEY
-from airflow_gang.operators.wait_arguments import GangWaitArguments
 from airflow_gang.operators.worker_wait import WorkerWait
-from airflow_gang.outage import Outage, unavailable_timeout_seconds
+from airflow_gang.outage import DEFAULT_API_UNAVAILABLE_TIMEOUT, Outage, unavailable_timeout_seconds
 from airflow_gang.triggers import handover
 from airflow_gang.triggers.events import TRIGGER_DELETED, EventStatus, GangEvent
+from airflow_gang.validation import positive_seconds
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
 JsonDict = dict[str, Any]
+# `admission_timeout` not given: `[gang] default_admission_timeout` decides (None waits forever).
+NOT_SET: Any = object()
+
+# The parameters every kind's operator takes from `GangJobOperator`; each concrete operator's
+# class docstring ends with them, so it documents every parameter it takes in one place.
+SHARED_PARAMETERS = """
+    :param admission_timeout: longest wait (timedelta or seconds) from submission until the gang
+        is admitted; then the job is deleted and `GangAdmissionTimeout` raised. Default:
+        ``[gang] default_admission_timeout`` (30 min). ``None`` waits forever.
+    :param job_name: the job's name (and its PodGroup's); default derived from the task instance try.
+    :param namespace: default: the connection's namespace, else ``default``.
+    :param kubernetes_conn_id: cncf ``kubernetes`` connection.
+    :param executor_queue: Airflow's executor queue (Celery routing: `BaseOperator`'s ``queue``,
+        which ``queue=`` cannot set here because it names the Volcano queue).
+    :param wait_for_completion: wait for training to finish (default). With False the task ends
+        once the gang is admitted (or once submitted, with ``wait_for_admission=False``).
+    :param wait_for_admission: with ``wait_for_completion=False``, wait for admission first.
+    :param get_logs: put rank 0's log (a PyTorchJob's master replica) into the task log.
+    :param log_tail_lines: how many log lines (and in failures, lines of the failing replica).
+    :param delete_on_finish: ``always``, ``on_success`` (default) or ``never``.
+    :param on_finish_action: the same choice in `KubernetesPodOperator`'s words: ``delete_job``,
+        ``delete_succeeded_job`` or ``keep_job``; when given, it wins over ``delete_on_finish``.
+    :param poll_interval: seconds between checks when no change is seen.
+    :param deferrable: wait in the triggerer (default: ``[operators] default_deferrable``).
+    :param api_unavailable_timeout: how long (timedelta or seconds) one outage of the Kubernetes
+        API may last before the task fails with `GangApiUnavailable` (default 15 min; None rides
+        out any outage). Nothing is deleted then: the next try reattaches to the same job. A task
+        that fails so for good (no retry left) no longer owns its job, and the scheduler's orphan
+        reaper deletes it so it holds no GPUs: set ``retries`` > 0 to ride out long outages.
+    :param reuse_succeeded_job: a try that finds a Succeeded job of an earlier try of this task
+        instance whose result no try delivered (the worker died after training ended) returns
+        that job's result instead of training again (default True). A Failed job is never
+        reused, and a cleared task trains anew.
+    :param report_progress: write the task state store's ``progress`` entry (phase, queue,
+        replicas bound) whenever the task runs in a worker: on every phase change while it waits
+        there, and before and after a deferral. While deferred, phase changes go to the task
+        log only: returning to a worker for each one would provoke apache/airflow#72716.
+    :param collect_metrics: put the ``name=value`` pairs of rank 0's last ``log_tail_lines``
+        log lines (Katib's StdOut format, e.g. ``accuracy=0.97``) into the result's ``metrics``.
+    :param on_disruption: what the task does when its running gang loses pods (preempted or
+        reclaimed by Volcano, a node lost, an eviction or drain; `docs/disruptions.md`):
+        ``wait`` (default) lets the job's own restart bring the gang back and waits for its
+        re-admission within ``admission_timeout`` of the disruption (then the job is deleted and
+        `GangAdmissionTimeout` raised); ``retry`` deletes the job at once and raises
+        `GangJobDisrupted`, so the task's retry submits a fresh one. Either way the task log, the
+        ``progress`` entry, the job's history and the ``gang.disruptions`` metric record it.
+    :param max_disruptions: disruptions one try accepts with ``wait``; one more deletes the job
+        and raises `GangJobDisrupted` (default 3; None: any number).
+    :param checkpoint_dir: where the training code keeps its checkpoints, given to every replica
+        as ``GANG_CHECKPOINT_DIR`` (templated). Keep it the same across tries (no
+        ``try_number`` in it) so a retry resumes. Default: under ``[gang] checkpoint_root``
+        when set, ``<root>/<dag_id>/<task_id>/<run_id>[/<map_index>]``; else none is given.
+    :param kwargs: `BaseOperator`'s (``retries``, ``execution_timeout``, ``pool``...).
+"""
 
 
-class GangJobOperator(GangWaitArguments):
-    """Run one gang job and wait for it (see the module docstring): the base of `PyTorchJobOperator`
-    and `TrainJobOperator`, whose job arguments are documented there; how it waits is
-    `GangWaitArguments`'."""
+def admission_timeout_seconds(value: Any) -> float | None:
+    """An ``admission_timeout`` argument in seconds: unset takes ``[gang] default_admission_timeout``."""
+    if value is NOT_SET:
+        configured = conf.get("gang", "default_admission_timeout", fallback="1800")
+        return float(configured) if configured else None
+    return positive_seconds(value, "admission_timeout")
+
+
+def task_identity(context: Context, given_name: str | None) -> tuple[str, dict[str, str]]:
+    """The job's name (``given_name``, else derived) and the identity labels of this task instance try."""
+    ti = context["ti"]
+    raw_index = getattr(ti, "map_index", None)
+    map_index = -1 if raw_index is None else int(raw_index)
+    try_number = int(getattr(ti, "try_number", 1) or 1)
+    labels = identity_labels(ti.dag_id, ti.task_id, context["run_id"], map_index, try_number)
+    name = given_name or job_name(ti.dag_id, ti.task_id, context["run_id"], map_index, try_number)
+    return name, labels
+
+
+def raise_for_choice(value: Any, field: str, choices: Sequence[str]) -> None:
+    """`GangSpecError` naming ``field`` unless ``value`` is one of ``choices``."""
+    if value not in choices:
+        options = ", ".join(repr(choice) for choice in choices)
+        raise GangSpecError(f"{field}={value!r} is invalid: use one of {options}", field=field)
+
+
+class GangJobOperator(BaseOperator):
+    """Run one gang job and wait for it (see the module docstring): the base of every kind's
+    operator (`PyTorchJobOperator`, `TrainJobOperator`), which documents all its parameters.
+
+    A kind's operator sets ``job_kind``, takes its job's arguments, and implements `build_spec`
+    (the validated job description) and `prepare` (the cluster checks and the `JobRecipe`).
+    """
 
     ui_color = "#f0e4ff"
     operator_extra_links = links.JOB_LINKS
     job_kind: ClassVar[JobKind]
-    # Provided by the arguments base a subclass combines this class with.
-    namespace: str | None
-    kubernetes_conn_id: str
+    template_fields: Sequence[str] = (
+        "volcano_queue",
+        "job_name",
+        "namespace",
+        "kubernetes_conn_id",
+        "checkpoint_dir",
+    )
 
-    if TYPE_CHECKING:
-
-        def identity(self, context: Context) -> tuple[str, dict[str, str]]: ...
-
-        def admission_timeout_seconds(self) -> float | None: ...
-
-    def __init__(self, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        queue: str | None = None,
+        volcano_queue: str | None = None,
+        executor_queue: str | None = None,
+        admission_timeout: dt.timedelta | float | None = NOT_SET,
+        job_name: str | None = None,
+        namespace: str | None = None,
+        kubernetes_conn_id: str = "kubernetes_default",
+        wait_for_completion: bool = True,
+        wait_for_admission: bool = True,
+        get_logs: bool = True,
+        log_tail_lines: int = 100,
+        delete_on_finish: DeleteOnFinish = "on_success",
+        on_finish_action: str | None = None,
+        poll_interval: float = 10.0,
+        deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
+        report_progress: bool = True,
+        collect_metrics: bool = True,
+        api_unavailable_timeout: dt.timedelta | float | None = DEFAULT_API_UNAVAILABLE_TIMEOUT,
+        reuse_succeeded_job: bool = True,
+        on_disruption: str = "wait",
+        max_disruptions: int | None = DEFAULT_MAX_DISRUPTIONS,
+        checkpoint_dir: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        if executor_queue is not None:
+            kwargs["queue"] = executor_queue
         super().__init__(**kwargs)
+        # BaseOperator.queue is Airflow's executor queue (Celery routing): the Volcano queue
+        # must live elsewhere or a task for queue "research" would wait for a Celery worker.
+        self.volcano_queue = volcano_queue if volcano_queue is not None else queue
+        self.admission_timeout = admission_timeout
+        self.job_name = job_name
+        self.namespace = namespace
+        self.kubernetes_conn_id = kubernetes_conn_id
+        self.wait_for_completion = wait_for_completion
+        self.wait_for_admission = wait_for_admission
+        self.get_logs = get_logs
+        self.log_tail_lines = log_tail_lines
+        self.on_finish_action = on_finish_action
+        self.delete_on_finish = ON_FINISH_ACTIONS.get(on_finish_action or "", delete_on_finish)
+        self.poll_interval = poll_interval
+        self.deferrable = deferrable
+        self.report_progress = report_progress
+        self.collect_metrics = collect_metrics
+        self.api_unavailable_timeout = api_unavailable_timeout
+        self.reuse_succeeded_job = reuse_succeeded_job
+        self.on_disruption = on_disruption
+        self.max_disruptions = max_disruptions
+        self.checkpoint_dir = checkpoint_dir
         self._submitted: JsonDict | None = None
         self._waiter: WorkerWait | None = None
         self._reattached = False
         # The job's gang mode, once known: from its recipe, or from the wait it resumes.
         self._gang: str | None = None
 
-    @cached_property
-    def hook(self) -> GangJobHook:
-        return GangJobHook(conn_id=self.kubernetes_conn_id)
+    # --- what a kind's operator provides ------------------------------------------------------
+
+    def build_job_spec(self) -> Any:
+        """The kind's validated job description (`GangJobSpec`, `TrainJobSpec`...)."""
+        raise NotImplementedError
 
     def prepare(self, hook: GangJobHook, spec: Any, namespace: str) -> JobRecipe:
         """Check the cluster can run ``spec`` (its kinds served, its queue open...) and return the
         recipe that builds its manifests; raises `GangSpecError`/`GangCRDNotInstalled` first."""
         raise NotImplementedError
+
+    def job_succeeded(self, context: Context, job: JsonDict, result: JsonDict) -> Any:
+        """What the task returns once its job succeeded (``result``); a hook for subclasses, run while
+        the job's pods and logs are still there (``@task.pytorchjob`` reads the function's value)."""
+        return result
+
+    def spec_for(self, context: Context) -> Any:
+        """This try's job description (a hook: ``@task.pytorchjob`` adds the function's payload)."""
+        return self.build_spec()
+
+    # --- building blocks ----------------------------------------------------------------------
+
+    def build_spec(self) -> Any:
+        """The validated job description; raises `GangSpecError` before any API call."""
+        if self.on_finish_action is not None:
+            raise_for_choice(self.on_finish_action, "on_finish_action", tuple(ON_FINISH_ACTIONS))
+        raise_for_choice(self.delete_on_finish, "delete_on_finish", DELETE_ON_FINISH_CHOICES)
+        unavailable_timeout_seconds(self.api_unavailable_timeout)  # GangSpecError naming the field
+        raise_for_choice(self.on_disruption, "on_disruption", ON_DISRUPTION_CHOICES)
+        check_max_disruptions(self.max_disruptions)
+        return self.build_job_spec()
+
+    def admission_timeout_seconds(self) -> float | None:
+        return admission_timeout_seconds(self.admission_timeout)
+
+    def identity(self, context: Context) -> tuple[str, dict[str, str]]:
+        """The job's name and the identity labels of this task instance try."""
+        return task_identity(context, self.job_name)
+
+    def checkpoint_location(self, context: Context) -> str | None:
+        """This task instance's ``GANG_CHECKPOINT_DIR`` (`airflow_gang.jobs.checkpoints`)."""
+        ti = context["ti"]
+        root = conf.get("gang", "checkpoint_root", fallback="") or None
+        return checkpoint_location(
+            self.checkpoint_dir,
+            root,
+            dag_id=ti.dag_id,
+            task_id=ti.task_id,
+            run_id=ti.run_id,
+            map_index=int(getattr(ti, "map_index", -1) or -1),
+        )
+
+    @cached_property
+    def hook(self) -> GangJobHook:
+        return GangJobHook(conn_id=self.kubernetes_conn_id)
 
     @property
     def gang_mode(self) -> str | None:
@@ -111,38 +303,72 @@ class GangJobOperator(GangWaitArguments):
         ):
             yield self.hook
 
-    # --- execute: submit, then wait here or in the triggerer, then finish ---------------------
+    # --- execute: submit, then wait here or in the triggerer -----------------------------------
 
     def execute(self, context: Context) -> Any:
-        spec = checkpoints.with_checkpoint_env(self.build_spec(), self.checkpoint_location(context))
+        job, plan = self._submit(context)
+        return self._wait(context, job, plan)
+
+    def _submit(self, context: Context) -> tuple[JsonDict, WaitPlan | None]:
+        """Take over this task instance's job or submit a new one; the wait it asks for (None:
+        the task ends once submitted)."""
+        spec = checkpoints.with_checkpoint_env(self.spec_for(context), self.checkpoint_location(context))
         name, identity = self.identity(context)
         namespace = self.namespace or self.hook.get_namespace() or "default"
         with self._riding_out_outages(name, namespace) as hook:
             recipe = self.prepare(hook, spec, namespace)
             gang = self._gang = recipe.gang_scheduling
             job = self._take_over_or_submit(context, recipe, submission.Target(name, namespace, identity))
-            if not self.wait_for_completion and not self.wait_for_admission:
-                return job_result(job, "submitted", None, None)
-            plan = WaitPlan.for_job(
-                job,
-                gang,
-                "both" if self.wait_for_completion else "admission",
-                admission_timeout=self.admission_timeout_seconds(),
-                expected_queue=recipe.expected_queue,
-                on_disruption=self.on_disruption,
-                max_disruptions=self.max_disruptions,
-            )
-            if self.deferrable:
-                seen = observation.observe(
-                    hook, name, namespace, gang, job["metadata"]["uid"], job_kind=self.job_kind
-                )
-                self._record_progress(context, seen.status)
-                # A wait the trigger would end at once is finished here: a task resumed seconds
-                # after it deferred is what apache/airflow#72716 fails.
-                ends_now = seen.status.finished or seen.status.phase is GangPhase.LOST
-                if not ends_now and not (plan.wait_for == "admission" and seen.status.admitted):
-                    self._defer(context, job, plan)
-            return self._wait_in_worker(context, job, plan)
+        if not self.wait_for_completion and not self.wait_for_admission:
+            return job, None
+        plan = WaitPlan.for_job(
+            job,
+            gang,
+            "both" if self.wait_for_completion else "admission",
+            admission_timeout=self.admission_timeout_seconds(),
+            expected_queue=recipe.expected_queue,
+            on_disruption=self.on_disruption,
+            max_disruptions=self.max_disruptions,
+        )
+        return job, plan
+
+    def _wait(self, context: Context, job: JsonDict, plan: WaitPlan | None) -> Any:
+        if plan is None:
+            return job_result(job, "submitted", None, None)
+        if self.deferrable:
+            return self.execute_async(context, job, plan)
+        return self.execute_sync(context, job, plan)
+
+    def execute_async(self, context: Context, job: JsonDict, plan: WaitPlan) -> Any:
+        """Wait in the triggerer: defer to `GangJobTrigger`, which resumes `execute_complete`."""
+        metadata = job["metadata"]
+        name, namespace = metadata["name"], metadata["namespace"]
+        gang = self._gang or "provider"
+        with self._riding_out_outages(name, namespace) as hook:
+            seen = observation.observe(hook, name, namespace, gang, metadata["uid"], job_kind=self.job_kind)
+        self._record_progress(context, seen.status)
+        # A wait the trigger would end at once is finished here: a task resumed seconds after it
+        # deferred is what apache/airflow#72716 fails.
+        ends_now = seen.status.finished or seen.status.phase is GangPhase.LOST
+        if ends_now or (plan.wait_for == "admission" and seen.status.admitted):
+            return self.execute_sync(context, job, plan)
+        started = context["ti"].start_date
+        if self.execution_timeout is not None and started is not None:
+            plan = plan.until(started + self.execution_timeout)
+        trigger, timeout = handover.trigger_for(
+            name,
+            namespace,
+            metadata["uid"],
+            plan,
+            poll_interval=self.poll_interval,
+            kubernetes_conn_id=self.kubernetes_conn_id,
+            hook_kwargs=self.hook.async_hook_kwargs(),
+            api_unavailable_timeout=unavailable_timeout_seconds(self.api_unavailable_timeout),
+            reattached=self._reattached,
+            job_kind=self.job_kind.kind,
+        )
+        kwargs = {**plan.kwargs(), "reattached": self._reattached}
+        self.defer(trigger=trigger, method_name="execute_complete", timeout=timeout, kwargs=kwargs)
 
     def _take_over_or_submit(
         self, context: Context, recipe: JobRecipe, target: submission.Target
@@ -180,6 +406,12 @@ class GangJobOperator(GangWaitArguments):
             state_store.write(context, STATE_STORE_PROGRESS_KEY, progress)
 
     # --- waiting in the worker ----------------------------------------------------------------
+
+    def execute_sync(self, context: Context, job: JsonDict, plan: WaitPlan) -> Any:
+        """Wait in the worker (`WorkerWait`), then finish as `execute_complete` does."""
+        metadata = job["metadata"]
+        with self._riding_out_outages(metadata["name"], metadata["namespace"]):
+            return self._wait_in_worker(context, job, plan)
 
     def _wait_in_worker(self, context: Context, job: JsonDict, plan: WaitPlan) -> Any:
         self._waiter = WorkerWait(
@@ -242,27 +474,7 @@ class GangJobOperator(GangWaitArguments):
         state_store.record_end(context, job, give_up.end_state, finished_at=self._gave_up_at, **details)
         raise error
 
-    # --- deferral -----------------------------------------------------------------------------
-
-    def _defer(self, context: Context, job: JsonDict, plan: WaitPlan) -> None:
-        started = context["ti"].start_date
-        if self.execution_timeout is not None and started is not None:
-            plan = plan.until(started + self.execution_timeout)
-        metadata = job["metadata"]
-        trigger, timeout = handover.trigger_for(
-            metadata["name"],
-            metadata["namespace"],
-            metadata["uid"],
-            plan,
-            poll_interval=self.poll_interval,
-            kubernetes_conn_id=self.kubernetes_conn_id,
-            hook_kwargs=self.hook.async_hook_kwargs(),
-            api_unavailable_timeout=unavailable_timeout_seconds(self.api_unavailable_timeout),
-            reattached=self._reattached,
-            job_kind=self.job_kind.kind,
-        )
-        kwargs = {**plan.kwargs(), "reattached": self._reattached}
-        self.defer(trigger=trigger, method_name="execute_complete", timeout=timeout, kwargs=kwargs)
+    # --- the end: after waiting here or in the triggerer -------------------------------------
 
     def execute_complete(self, context: Context, event: dict[str, Any], **wait: Any) -> Any:
         ended = GangEvent.of(event)
@@ -298,8 +510,6 @@ class GangJobOperator(GangWaitArguments):
                 disruptions=episodes,
             )  # fmt: skip
 
-    # --- the end ------------------------------------------------------------------------------
-
     def _finish(
         self,
         context: Context,
@@ -329,7 +539,7 @@ class GangJobOperator(GangWaitArguments):
         if ended.master_log and ended.master_log.strip():
             self.log.info(
                 "%s log (last %d lines):\n%s",
-                "master replica" if self.job_kind.leader == "Master" else "rank 0",
+                self.job_kind.leader_title,
                 self.log_tail_lines,
                 ended.master_log.rstrip(),
             )
@@ -370,15 +580,10 @@ class GangJobOperator(GangWaitArguments):
         self._submitted = None
         return value
 
-    def job_succeeded(self, context: Context, job: JsonDict, result: JsonDict) -> Any:
-        """What the task returns once its job succeeded (``result``); a hook for subclasses, run while
-        the job's pods and logs are still there (``@task.pytorchjob`` reads the function's value)."""
-        return result
-
     def _job_lost(self, context: Context, job: JsonDict) -> Any:
         """The job was deleted while this try waited. If this try had taken it over, the earlier
         try was cleared or marked failed by a person as this one started, and its ``on_kill``
-        deleted the job ("train again"): start over with a new job. Else `GangJobLost`."""
+        deleted the job ("train again"): submit a new job and wait for it. Else `GangJobLost`."""
         self._submitted = None
         name, namespace = job["metadata"]["name"], job["metadata"]["namespace"]
         state_store.record_end(context, job, "killed" if self._reattached else "lost")
@@ -391,7 +596,7 @@ class GangJobOperator(GangWaitArguments):
         earlier = "of an earlier try was deleted (that try was cleared or killed): submitting a new job"
         self.log.warning("%s %s/%s %s", self.job_kind.kind, namespace, name, earlier)
         self._reattached = False
-        return self.execute(context)
+        return self._wait(context, *self._submit(context))
 
     def on_kill(self) -> None:
         """The task was killed while waiting in the worker: delete the job and its PodGroup."""

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_gang.jobs import task_store
 from airflow_gang.jobs.task_store import read, record_disruptions, record_end, record_outcome, record_start
+from airflow_gang.kinds import DEFAULT_JOB_KIND
 from airflow_gang.reaper import STATE_STORE_JOB_KEY
 
 if TYPE_CHECKING:
@@ -56,7 +57,7 @@ def remember_job(
     ``delete_on_finish``: for the reaper, when the task ends from outside after the job)."""
     metadata = job["metadata"]
     entry: JsonDict = {
-        "kind": job.get("kind") or "PyTorchJob",
+        "kind": job.get("kind") or DEFAULT_JOB_KIND.kind,
         "name": metadata["name"],
         "namespace": metadata["namespace"],
         "uid": metadata["uid"],

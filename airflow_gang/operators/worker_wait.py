@@ -19,12 +19,12 @@ from typing import Any, Literal, NamedTuple
 
 from airflow_gang.gang_state import GangPhase, GangSnapshot, GangStatus, podgroup_queue, queue_mismatch
 from airflow_gang.hooks.gang import GangJobHook
-from airflow_gang.job_kinds import PYTORCHJOB, JobKind
 from airflow_gang.jobs import disruption_report, observation
 from airflow_gang.jobs.disruption import DisruptionTracker, GiveUp
 from airflow_gang.jobs.failure_memory import FailureMemory
 from airflow_gang.jobs.job_watch import JobWatch
 from airflow_gang.jobs.wait_plan import WaitPlan
+from airflow_gang.kinds import DEFAULT_JOB_KIND, JobKind
 from airflow_gang.operators.log_follower import LogFollower
 
 JsonDict = dict[str, Any]
@@ -64,7 +64,7 @@ class WorkerWait:
     follower: LogFollower | None = None
     sleep: Callable[[float], None] = time.sleep
     watch: bool = True
-    job_kind: JobKind = PYTORCHJOB
+    job_kind: JobKind = DEFAULT_JOB_KIND
     expected_queue: str | None = None
     disruptions: DisruptionTracker = field(default_factory=DisruptionTracker)
     on_disruption: Callable[[DisruptionTracker], None] = lambda _: None

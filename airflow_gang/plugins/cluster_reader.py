@@ -22,11 +22,11 @@ from typing import Any, TypeVar
 from airflow_gang.exceptions import GangApiError, GangCRDNotInstalled
 from airflow_gang.hooks.gang import GangJobHook
 from airflow_gang.hooks.retrying import RetryPolicy
-from airflow_gang.job_kinds import JOB_KINDS, PYTORCHJOB, TRAINJOB, JobKind
+from airflow_gang.kinds import DEFAULT_JOB_KIND, JOB_KINDS, JobKind
 from airflow_gang.naming import MANAGED_BY_LABEL, MANAGED_BY_VALUE
+from airflow_gang.plugins.object_rows import pods_by_label
 from airflow_gang.plugins.settings import UiSettings
 from airflow_gang.plugins.summaries import job_summary, podgroup_for
-from airflow_gang.plugins.trainjob_rows import pods_by_label, runtime_mode, runtime_ref
 
 JsonDict = dict[str, Any]
 T = TypeVar("T")
@@ -50,7 +50,7 @@ class JobRecord:
     podgroup: JsonDict | None
     pods: list[JsonDict]
     events: list[JsonDict] = field(default_factory=list)
-    job_kind: JobKind = PYTORCHJOB
+    job_kind: JobKind = DEFAULT_JOB_KIND
     gang_scheduling: str | None = None
 
     @property
@@ -119,7 +119,7 @@ class ClusterReader:
 
     # -- reads that know about missing CRDs -------------------------------------------------
 
-    def _checked(self, call: Callable[[], T], *, volcano: bool, job_kind: JobKind = PYTORCHJOB) -> T:
+    def _checked(self, call: Callable[[], T], *, volcano: bool, job_kind: JobKind = DEFAULT_JOB_KIND) -> T:
         try:
             return call()
         except GangApiError as error:
@@ -147,7 +147,7 @@ class ClusterReader:
                 job.setdefault("kind", job_kind.kind)  # what `jobs.history` reads a job's kind from
                 found.append((job_kind, job))
         if len(self.unserved) == len(JOB_KINDS):  # neither the training-operator nor Trainer
-            raise self.unserved[PYTORCHJOB.kind]
+            raise self.unserved[DEFAULT_JOB_KIND.kind]
         return found
 
     def _pods(self, namespace: str, kinds: set[JobKind]) -> dict[tuple[str, str], list[JsonDict]]:
@@ -160,9 +160,10 @@ class ClusterReader:
         return pods
 
     def gang_mode(self, job_kind: JobKind, job: JsonDict) -> str | None:
-        """A TrainJob's gang mode, as its runtime says it (once per runtime and request); None
-        for a PyTorchJob, or when the runtime cannot be read (then its objects tell)."""
-        ref = runtime_ref(job) if job_kind is TRAINJOB else None
+        """The job's gang mode as the object `JobKind.runtime_ref` names says it (a TrainJob's
+        runtime; read once per runtime and request); None for a kind whose own objects tell, or
+        when that object cannot be read (then they tell)."""
+        ref = job_kind.runtime_ref(job)
         if ref is None:
             return None
         namespace = str(job["metadata"].get("namespace") or "") if ref[0] != "ClusterTrainingRuntime" else ""
@@ -172,7 +173,7 @@ class ClusterReader:
                 runtime = self.hook.get_training_runtime(ref[1], ref[0], namespace)
             except GangApiError:  # no right to read runtimes: the objects tell
                 runtime = None
-            self._runtime_modes[key] = runtime_mode(runtime)
+            self._runtime_modes[key] = job_kind.runtime_gang_mode(runtime)
         return self._runtime_modes[key]
 
     def _podgroups(self, namespace: str) -> list[JsonDict]:

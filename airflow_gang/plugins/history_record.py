@@ -12,6 +12,7 @@ from typing import Any
 
 from airflow_gang.jobs.disruption import Disruption
 from airflow_gang.jobs.history import ENDED_STATES, GPU, SUBMITTED
+from airflow_gang.kinds import DEFAULT_JOB_KIND
 from airflow_gang.plugins.identity import TaskIdentity
 
 JsonDict = dict[str, Any]
@@ -54,7 +55,7 @@ class HistoryRecord:
     @property
     def kind(self) -> str:
         """``PyTorchJob`` or ``TrainJob`` (records written before kinds existed: PyTorchJob)."""
-        return str(self.record.get("kind") or "PyTorchJob")
+        return str(self.record.get("kind") or DEFAULT_JOB_KIND.kind)
 
     def outcome(self) -> tuple[str, str | None]:
         """The row's state and reason: as recorded, or ``gone`` for a job whose end nobody wrote."""

@@ -6,7 +6,7 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_gang.job_kinds import JOB_KINDS, JobKind, job_kind_named
+from airflow_gang.kinds import DEFAULT_JOB_KIND, JOB_KINDS, JobKind, job_kind_named
 from airflow_gang.plugins.errors import PageError
 from airflow_gang.plugins.identity import label_of
 from airflow_gang.plugins.summaries import STATES
@@ -94,7 +94,7 @@ def _moment(field_name: str, value: str | None) -> dt.datetime | None:
 
 
 def matches(row: JsonDict, job_filter: JobFilter) -> bool:
-    if job_filter.kind is not None and row.get("kind", "PyTorchJob") != job_filter.kind:
+    if job_filter.kind is not None and row.get("kind", DEFAULT_JOB_KIND.kind) != job_filter.kind:
         return False
     if job_filter.queue is not None and (row["queue"] or NO_QUEUE) != job_filter.queue:
         return False

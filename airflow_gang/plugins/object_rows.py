@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from airflow_gang.job_kinds import PYTORCHJOB, JobKind
+from airflow_gang.kinds import DEFAULT_JOB_KIND, JobKind
 
 JsonDict = dict[str, Any]
 MAX_EVENTS = 50
@@ -48,7 +48,7 @@ def _container_state(pod: JsonDict, container: str) -> JsonDict:
     }
 
 
-def pod_row(pod: JsonDict, job_kind: JobKind = PYTORCHJOB) -> JsonDict:
+def pod_row(pod: JsonDict, job_kind: JobKind = DEFAULT_JOB_KIND) -> JsonDict:
     """A replica pod: which replica, where it runs (node), its phase and how its container ended
     (a TrainJob's: replica type ``node``, index its rank)."""
     metadata = _metadata(pod)
@@ -85,7 +85,7 @@ def _pod_sort_key(pod: JsonDict, job_kind: JobKind) -> tuple[int, str, int]:
     return (0 if kind.lower() == job_kind.leader.lower() else 1, kind, index)
 
 
-def pod_rows(pods: Iterable[JsonDict], job_kind: JobKind = PYTORCHJOB) -> list[JsonDict]:
+def pod_rows(pods: Iterable[JsonDict], job_kind: JobKind = DEFAULT_JOB_KIND) -> list[JsonDict]:
     """Pods leader first (a PyTorchJob's Master), then by replica type and index (rank)."""
     return [pod_row(pod, job_kind) for pod in sorted(pods, key=lambda pod: _pod_sort_key(pod, job_kind))]
 
@@ -116,3 +116,13 @@ def event_rows(events: Iterable[JsonDict], limit: int = MAX_EVENTS) -> list[Json
             rows.append(event_row(event))
     rows.sort(key=lambda row: str(row["last_seen"] or ""), reverse=True)
     return rows[:limit]
+
+
+def pods_by_label(pods: Iterable[JsonDict], label: str) -> dict[str, list[JsonDict]]:
+    """Pods grouped by the value of ``label`` (a job kind's `JobKind.pod_job_label`)."""
+    grouped: dict[str, list[JsonDict]] = {}
+    for pod in pods:
+        value = ((pod.get("metadata") or {}).get("labels") or {}).get(label)
+        if value:
+            grouped.setdefault(str(value), []).append(pod)
+    return grouped

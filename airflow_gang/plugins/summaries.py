@@ -15,19 +15,16 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from airflow_gang.gang_state import JOB_NAME_LABEL, GangSnapshot, GangStatus, gang_status
-from airflow_gang.job_kinds import PYTORCHJOB, TRAINJOB, JobKind
 from airflow_gang.jobs.history import ENDED_STATES, GPU, gang_resources
 from airflow_gang.jobs.pod_losses import WORDS, DisruptionReason, live_disruption
 from airflow_gang.k8s_objects import pod_requests
+from airflow_gang.kinds import DEFAULT_JOB_KIND, JobKind
 from airflow_gang.plugins.history_record import ENDING, GONE
 from airflow_gang.plugins.object_rows import condition_rows, event_row
-from airflow_gang.plugins.trainjob_rows import NODE, inferred_mode, node_rows
 from airflow_gang.quantity import parse_quantity
 from airflow_gang.timeline import JobTimeline, job_timeline
 
 JsonDict = dict[str, Any]
-GROUP_NAME_ANNOTATION = "scheduling.k8s.io/group-name"
-VOLCANO_SCHEDULER = "volcano"
 # Live states (`gang_state.GangPhase`, plus "stuck": a job without gang scheduling holding part
 # of what it needs, and "disrupted": a running gang losing pods, `jobs.pod_losses`), then how
 # recorded jobs ended (`jobs.history`; "disrupted" there: given up after a disruption), then
@@ -62,29 +59,6 @@ def _seconds(start: dt.datetime | None, end: dt.datetime | None) -> float | None
     return round(max(0.0, (end - start).total_seconds()), 1)
 
 
-def _replica_templates(job: JsonDict) -> Iterable[JsonDict]:
-    for replica in PYTORCHJOB.replica_specs(job).values():
-        yield replica.get("template") or {}
-
-
-def gang_mode(job: JsonDict, podgroup: JsonDict | None) -> str:
-    """How the job is gang-scheduled, as far as its objects tell.
-
-    A PodGroup, or pods bound for Volcano (the PodGroup may still be on its way), mean a gang;
-    otherwise the replicas are placed one by one (``disabled``). `gang_status` only tells
-    ``disabled`` from the rest, so ``provider`` and ``training-operator`` need not be told apart:
-    the pods of the provider's mode name their PodGroup in an annotation.
-    """
-    templates = list(_replica_templates(job))
-    if any(GROUP_NAME_ANNOTATION in ((t.get("metadata") or {}).get("annotations") or {}) for t in templates):
-        return "provider"
-    policy = ((job.get("spec") or {}).get("runPolicy") or {}).get("schedulingPolicy")
-    volcano_pods = any((t.get("spec") or {}).get("schedulerName") == VOLCANO_SCHEDULER for t in templates)
-    if podgroup is not None or volcano_pods:
-        return "training-operator" if policy else "provider"
-    return "disabled"
-
-
 def podgroup_for(job: JsonDict, podgroups: Sequence[JsonDict]) -> JsonDict | None:
     """The job's PodGroup: the one it owns, else the one named after it (both modes name it so)."""
     metadata = _metadata(job)
@@ -109,40 +83,16 @@ def pods_by_job(pods: Iterable[JsonDict]) -> dict[str, list[JsonDict]]:
     return grouped
 
 
-def replica_counts(job: JsonDict, job_kind: JobKind = PYTORCHJOB, replicas: int = 0) -> dict[str, int]:
-    """``{"Master": 1, "Worker": 3}``, ``{"Node": 2}``: desired replicas per type (a TrainJob
-    taking its node count from its runtime: ``replicas``, its gang's size)."""
-    counts = job_kind.replica_counts(job)
-    if not counts and job_kind is TRAINJOB and replicas:
-        return {NODE: replicas}
-    return counts
-
-
 def replica_rows(
-    job: JsonDict, job_kind: JobKind = PYTORCHJOB, pods: Sequence[JsonDict] = (), replicas: int = 0
+    job: JsonDict, job_kind: JobKind = DEFAULT_JOB_KIND, pods: Sequence[JsonDict] = (), replicas: int = 0
 ) -> list[JsonDict]:
-    """Per replica type: desired, and the training-operator's active/succeeded/failed counts
-    (a TrainJob's nodes: its pods' phases)."""
-    if job_kind is not PYTORCHJOB:
-        return node_rows(job_kind, job, pods, replicas)
-    statuses = ((job.get("status") or {}).get("replicaStatuses")) or {}
-    rows = []
-    for kind, desired in replica_counts(job).items():
-        status = statuses.get(kind) or {}
-        rows.append(
-            {
-                "type": kind,
-                "desired": desired,
-                "active": int(status.get("active") or 0),
-                "succeeded": int(status.get("succeeded") or 0),
-                "failed": int(status.get("failed") or 0),
-            }
-        )
-    return rows
+    """Per replica type: desired, and how many are active, succeeded and failed
+    (`JobKind.replica_rows`; ``replicas``: the gang's size, for a kind whose job may not say it)."""
+    return job_kind.replica_rows(job, pods, replicas)
 
 
 def timeline_of(
-    job: JsonDict, pods: Sequence[JsonDict], job_kind: JobKind = PYTORCHJOB
+    job: JsonDict, pods: Sequence[JsonDict], job_kind: JobKind = DEFAULT_JOB_KIND
 ) -> JobTimeline | None:
     """The job's timeline, or None for an object too incomplete to have one."""
     try:
@@ -229,9 +179,9 @@ def _number(value: float) -> str:
 
 
 def _reason(status: GangStatus, job: JsonDict, gate: str | None, job_kind: JobKind) -> str | None:
-    if status.phase.value == "queued" and suspended(job, job_kind):
+    if status.phase.value == "queued" and job_kind.suspended(job):
         # Not a gang waiting for GPUs: nothing of it is in a queue until someone resumes it.
-        field = "spec.runPolicy.suspend" if job_kind is PYTORCHJOB else "spec.suspend"
+        field = job_kind.suspend_field
         return f"suspended ({field}): it has no pods and waits for no GPUs until it is resumed"
     if status.phase.value == "queued":
         # A Pending gang has not passed Volcano's enqueue gate: the gate's own reason (queue
@@ -244,15 +194,6 @@ def _reason(status: GangStatus, job: JsonDict, gate: str | None, job_kind: JobKi
     return None
 
 
-def suspended(job: JsonDict, job_kind: JobKind = PYTORCHJOB) -> bool:
-    """Whether the job is suspended: a PyTorchJob's ``spec.runPolicy.suspend``, a TrainJob's
-    ``spec.suspend``."""
-    spec = job.get("spec") or {}
-    if job_kind is PYTORCHJOB:
-        return bool((spec.get("runPolicy") or {}).get("suspend"))
-    return bool(spec.get("suspend"))
-
-
 def job_summary(
     job: JsonDict,
     podgroup: JsonDict | None,
@@ -260,7 +201,7 @@ def job_summary(
     now: dt.datetime,
     events: Iterable[JsonDict] = (),
     *,
-    job_kind: JobKind = PYTORCHJOB,
+    job_kind: JobKind = DEFAULT_JOB_KIND,
     gang_scheduling: str | None = None,
 ) -> JsonDict:
     """One row of the jobs table (``kind`` says PyTorchJob or TrainJob).
@@ -279,7 +220,7 @@ def job_summary(
     if gang_scheduling is not None:
         mode = gang_scheduling
     else:
-        mode = gang_mode(job, podgroup) if job_kind is PYTORCHJOB else inferred_mode(podgroup, pods)
+        mode = job_kind.observed_gang_mode(job, podgroup, pods)
     status = gang_status(job, podgroup, list(pods), mode, job_kind)
     timeline = timeline_of(job, pods, job_kind)
     queued_at = timeline.queued_at if timeline else _time(metadata.get("creationTimestamp"))
@@ -297,7 +238,7 @@ def job_summary(
         "uid": metadata.get("uid"),
         "created_at": metadata.get("creationTimestamp"),
         "deleting": bool(metadata.get("deletionTimestamp")),
-        "suspended": suspended(job, job_kind),
+        "suspended": job_kind.suspended(job),
         "queue": status.queue,
         "state": STUCK if stuck else DISRUPTED if disruption else status.phase.value,
         "disruption": disruption,
@@ -306,7 +247,7 @@ def job_summary(
         "podgroup": _metadata(podgroup).get("name") if podgroup is not None else None,
         "podgroup_phase": status.podgroup_phase,
         "min_member": status.min_member,
-        "replicas": replica_counts(job, job_kind, status.replicas),
+        "replicas": job_kind.replica_counts(job, status.replicas),
         "replicas_total": status.replicas,
         "replicas_bound": status.bound,
         "replicas_running": status.running,

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from airflow_gang.job_kinds import JobKind
+from airflow_gang.kinds import JobKind
 
 if TYPE_CHECKING:
     from airflow_gang.hooks.kinds import WatchKind

@@ -11,16 +11,16 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
-from airflow_gang.job_kinds import PYTORCHJOB, JobKind
+from airflow_gang.kinds import DEFAULT_JOB_KIND, JobKind
 from airflow_gang.outage import OutageLog
 from airflow_gang.triggers.list_watch import ListWatch, WatchTrouble
 
 if TYPE_CHECKING:
     from airflow_gang.hooks.gang_async import AsyncGangJobHook
 
-WatchedKind = Literal["pytorchjob", "trainjob", "podgroup", "pod"]
+WatchedKind = str  # a job kind's `JobKind.watch_name`, "podgroup" or "pod"
 WATCH_SECONDS = 60
 
 
@@ -45,7 +45,7 @@ class ChangeFeed:
         with_podgroup: bool,
         log: OutageLog,
         clock: Callable[[], float] = time.monotonic,
-        job_kind: JobKind = PYTORCHJOB,
+        job_kind: JobKind = DEFAULT_JOB_KIND,
     ) -> None:
         self.hook = hook
         self.name = name
@@ -57,7 +57,7 @@ class ChangeFeed:
             "pod": (None, job_kind.pod_selector(name)),
         }
         if with_podgroup:
-            self._selectors["podgroup"] = (f"metadata.name={name}", None)
+            self._selectors["podgroup"] = (f"metadata.name={job_kind.podgroup_name(name)}", None)
         self._watching: dict[WatchedKind, bool] = dict.fromkeys(self._selectors, False)
         self.trouble = {
             kind: WatchTrouble(

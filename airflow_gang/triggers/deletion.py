@@ -15,8 +15,8 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from airflow_gang.exceptions import GangApiError, GangApiUnavailable
-from airflow_gang.job_kinds import PYTORCHJOB, JobKind
 from airflow_gang.jobs.deletion import Step, deletion_plan, leftovers, not_ours, podgroup_to_delete
+from airflow_gang.kinds import DEFAULT_JOB_KIND, JobKind
 from airflow_gang.outage import Outage, OutageLog, aride_out
 
 if TYPE_CHECKING:
@@ -78,7 +78,7 @@ async def delete_gang(
     gang_scheduling: str,
     timeout: float,
     log: OutageLog,
-    job_kind: JobKind = PYTORCHJOB,
+    job_kind: JobKind = DEFAULT_JOB_KIND,
 ) -> bool:
     """Delete the job of ``uid`` and what it made; whether all was confirmed gone within ``timeout``.
 
@@ -88,6 +88,7 @@ async def delete_gang(
     deadline = loop.time() + timeout
     outage = Outage(f"the deletion of {job_kind.kind} {namespace}/{name}", timeout=timeout)
     plan = deletion_plan(gang_scheduling, job_kind)
+    podgroup_name = job_kind.podgroup_name(name, uid)
 
     def remaining() -> float:
         return max(0.0, deadline - loop.time())
@@ -102,10 +103,10 @@ async def delete_gang(
         return True
 
     async def delete_podgroup() -> bool:
-        podgroup_uid = podgroup_to_delete(await hook.get_podgroup(name, namespace), uid)
+        podgroup_uid = podgroup_to_delete(await hook.get_podgroup(podgroup_name, namespace), uid)
         if podgroup_uid is not None:
             try:
-                await hook.delete_podgroup(name, namespace, uid=podgroup_uid)
+                await hook.delete_podgroup(podgroup_name, namespace, uid=podgroup_uid)
             except GangApiError as error:
                 if not not_ours(error):
                     raise
@@ -116,7 +117,7 @@ async def delete_gang(
 
     async def anything_left() -> list[str]:
         gang = Step.CONFIRM_PODGROUP_GONE in plan
-        podgroup = await hook.get_podgroup(name, namespace) if gang else None
+        podgroup = await hook.get_podgroup(podgroup_name, namespace) if gang else None
         children = await hook.list_job_children(job_kind, name, namespace)
         return leftovers(podgroup, children, await hook.list_job_pods(name, namespace, job_kind))
 
@@ -136,7 +137,9 @@ async def delete_gang(
         Step.CONFIRM_JOB_GONE: lambda: hook.wait_gone(
             job_kind.watch_name, name, namespace, uid=uid, timeout=remaining()
         ),
-        Step.CONFIRM_PODGROUP_GONE: lambda: hook.wait_gone("podgroup", name, namespace, timeout=remaining()),
+        Step.CONFIRM_PODGROUP_GONE: lambda: hook.wait_gone(
+            "podgroup", podgroup_name, namespace, timeout=remaining()
+        ),
         Step.CONFIRM_PODS_GONE: until_none(pods_left),
         Step.CONFIRM_NOTHING_LEFT: until_none(anything_left),
     }

@@ -25,6 +25,7 @@ from airflow_gang.exceptions import (
 from airflow_gang.gang_state import GangSnapshot
 from airflow_gang.jobs.deletion import after_deletion
 from airflow_gang.jobs.disruption_report import give_up_error
+from airflow_gang.kinds import DEFAULT_JOB_KIND
 from airflow_gang.outage import OutageLog
 from airflow_gang.timeline import finished_at
 
@@ -101,7 +102,7 @@ class GangEvent:
     admitted_at: str | None
     finished_at: str | None
     reattached: bool  # the try had taken over an earlier try's job
-    job_kind: str = "PyTorchJob"
+    job_kind: str = DEFAULT_JOB_KIND.kind
     failure: JsonDict | None = None  # the failing replica the wait saw (`FailureMemory`)
     asked_queue: str | None = None  # with QUEUE_MISMATCH: the queue the task asked for
     deleted: bool | None = None  # ADMISSION_TIMEOUT, DISRUPTED: the trigger saw the job and its pods gone
@@ -125,7 +126,7 @@ class GangEvent:
             admitted_at=timeline.get("admitted_at"),
             finished_at=timeline.get("finished_at"),
             reattached=bool((payload.get("wait") or {}).get("reattached")),
-            job_kind=str(payload.get("kind") or "PyTorchJob"),
+            job_kind=str(payload.get("kind") or DEFAULT_JOB_KIND.kind),
             failure=payload.get("failure"),
             asked_queue=payload.get("asked_queue"),
             deleted=payload.get("deleted"),

@@ -12,7 +12,7 @@ import asyncio
 from typing import Protocol
 
 from airflow_gang.gang_state import GangSnapshot
-from airflow_gang.job_kinds import PYTORCHJOB, JobKind
+from airflow_gang.kinds import DEFAULT_JOB_KIND, JobKind
 from airflow_gang.triggers.watch_cache import WatchCache
 
 
@@ -48,7 +48,12 @@ class SharedFeed:
     """One job's view of a shared `WatchCache`: woken by its own objects' events only."""
 
     def __init__(
-        self, cache: WatchCache, name: str, uid: str, gang_scheduling: str, job_kind: JobKind = PYTORCHJOB
+        self,
+        cache: WatchCache,
+        name: str,
+        uid: str,
+        gang_scheduling: str,
+        job_kind: JobKind = DEFAULT_JOB_KIND,
     ) -> None:
         self.cache = cache
         self.job_kind = job_kind

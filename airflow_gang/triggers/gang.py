@@ -47,10 +47,10 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_gang.exceptions import GangApiError
 from airflow_gang.gang_state import GangPhase, GangSnapshot
-from airflow_gang.job_kinds import job_kind_named
 from airflow_gang.jobs.disruption import DisruptionTracker
 from airflow_gang.jobs.failure_memory import FailureMemory
 from airflow_gang.jobs.wait_plan import WaitFor
+from airflow_gang.kinds import DEFAULT_JOB_KIND, job_kind_named
 from airflow_gang.outage import DEFAULT_API_UNAVAILABLE_TIMEOUT, Outage, is_outage
 from airflow_gang.triggers import connection_lookup, disruption_steps, looks, status_lines, watch_cache
 from airflow_gang.triggers.change_feed import ChangeFeed
@@ -143,7 +143,7 @@ class GangJobTrigger(BaseTrigger):
         api_unavailable_timeout: float | None = DEFAULT_API_UNAVAILABLE_TIMEOUT,
         watch: WatchMode = "shared",
         reattached: bool = False,
-        job_kind: str = "PyTorchJob",
+        job_kind: str = DEFAULT_JOB_KIND.kind,
         expected_queue: str | None = None,
         on_disruption: str | None = None,
         max_disruptions: int | None = None,

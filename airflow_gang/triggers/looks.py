@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_gang.exceptions import GangApiError
 from airflow_gang.gang_state import GangSnapshot
-from airflow_gang.job_kinds import JobKind
 from airflow_gang.jobs.failure_memory import FailureMemory
+from airflow_gang.kinds import JobKind
 
 if TYPE_CHECKING:
     from airflow_gang.hooks.gang_async import AsyncGangJobHook
@@ -28,7 +28,8 @@ async def observe(
     job = await hook.get_job(job_kind, name, namespace)
     if job is not None and job["metadata"].get("uid") != uid:
         job = None
-    podgroup = await hook.get_podgroup(name, namespace) if gang_scheduling != "disabled" else None
+    podgroup_name = job_kind.podgroup_name(name, uid)
+    podgroup = await hook.get_podgroup(podgroup_name, namespace) if gang_scheduling != "disabled" else None
     pods = await hook.list_job_pods(name, namespace, job_kind) if job is not None else []
     return GangSnapshot.of(job, podgroup, pods, gang_scheduling, job_kind)
 

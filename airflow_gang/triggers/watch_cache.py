@@ -42,7 +42,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from airflow_gang.job_kinds import PYTORCHJOB, JobKind
+from airflow_gang.kinds import DEFAULT_JOB_KIND, JOB_KINDS, JobKind
 from airflow_gang.naming import MANAGED_BY_LABEL, MANAGED_BY_VALUE
 from airflow_gang.outage import OutageLog
 from airflow_gang.triggers import heap
@@ -55,13 +55,18 @@ if TYPE_CHECKING:
 
 JsonDict = dict[str, Any]
 log = logging.getLogger(__name__)
-JOB_NAME_LABEL = PYTORCHJOB.pod_job_label
+JOB_NAME_LABEL = DEFAULT_JOB_KIND.pod_job_label
 WATCH_SECONDS = 300
 # How long a cache outlives its last trigger: a task resumed for a phase and deferred again, or
 # the next wave of a sweep, finds the watches open.
 LINGER_SECONDS = 30.0
 OURS = f"{MANAGED_BY_LABEL}={MANAGED_BY_VALUE}"
-SELECTORS: dict[WatchKind, str | None] = {"pytorchjob": OURS, "trainjob": OURS, "podgroup": None, "pod": OURS}
+# Jobs and pods of the provider's own; every PodGroup (a controller's carry no label of ours).
+SELECTORS: dict[WatchKind, str | None] = {
+    **{job_kind.watch_name: OURS for job_kind in JOB_KINDS.values()},
+    "podgroup": None,
+    "pod": OURS,
+}
 
 
 def followed(job: JsonDict) -> bool:
@@ -69,11 +74,13 @@ def followed(job: JsonDict) -> bool:
     return ((job.get("metadata") or {}).get("labels") or {}).get(MANAGED_BY_LABEL) == MANAGED_BY_VALUE
 
 
-def job_of(kind: WatchKind, obj: JsonDict, job_kind: JobKind = PYTORCHJOB) -> str | None:
-    """The job name an object belongs to (PodGroups share their job's name)."""
+def job_of(kind: WatchKind, obj: JsonDict, job_kind: JobKind = DEFAULT_JOB_KIND) -> str | None:
+    """The job name an object belongs to (a PodGroup's: `JobKind.job_of_podgroup`)."""
     metadata = obj.get("metadata") or {}
     if kind == "pod":
         return (metadata.get("labels") or {}).get(job_kind.pod_job_label)
+    if kind == "podgroup":
+        return job_kind.job_of_podgroup(obj)
     name = metadata.get("name")
     return str(name) if name else None
 
@@ -205,7 +212,7 @@ class WatchCache:
         logger: OutageLog = log,
         clock: Callable[[], float] = time.monotonic,
         *,
-        job_kind: JobKind = PYTORCHJOB,
+        job_kind: JobKind = DEFAULT_JOB_KIND,
     ) -> None:
         self.key = key
         self.hook = hook
@@ -344,7 +351,7 @@ _LOCKS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = wea
 
 
 async def acquire(
-    cluster: str, namespace: str, hook: AsyncGangJobHook, job_kind: JobKind = PYTORCHJOB
+    cluster: str, namespace: str, hook: AsyncGangJobHook, job_kind: JobKind = DEFAULT_JOB_KIND
 ) -> WatchCache:
     """The loop's cache for ``cluster`` and ``namespace``, started by the first caller with its
     ``hook`` (whose client it then shares with every later caller; theirs stay unused).
@@ -357,10 +364,7 @@ async def acquire(
     lock = _LOCKS.setdefault(loop, asyncio.Lock())
     async with lock:  # one hook and one set of followers, however many triggers start at once
         registry = _REGISTRIES.setdefault(loop, {})
-        # PyTorchJob caches keep the key they always had; other kinds add theirs.
-        key: tuple[str, ...] = (
-            (cluster, namespace) if job_kind is PYTORCHJOB else (cluster, namespace, job_kind.kind)
-        )
+        key: tuple[str, ...] = (cluster, namespace, job_kind.kind)
         cache = registry.get(key)
         if cache is None:
             heap.freeze_once()

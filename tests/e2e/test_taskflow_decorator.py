@@ -246,7 +246,7 @@ def test_failures_name_the_function_the_replica_and_the_argument_or_value(
     # A job that succeeds without handing a value back fails the task, and says where it looked.
     assert re.search(
         r"FunctionReturnValueMissing: PyTorchJob default/exits-early-[0-9a-f]{8} succeeded, but the last "
-        r"500 lines of its master's log hold no return value of exits_early\(\)",
+        r"500 lines of its master replica's log hold no return value of exits_early\(\)",
         output,
     )
 

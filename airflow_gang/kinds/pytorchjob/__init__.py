@@ -1,0 +1,1 @@
+"""Kubeflow's PyTorchJob: its `JobKind` (``kind``), spec, templates, recipe and operator."""

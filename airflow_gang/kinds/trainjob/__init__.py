@@ -1,0 +1,1 @@
+"""Kubeflow Trainer v2's TrainJob: its `JobKind` (``kind``), spec, recipe and operator."""
