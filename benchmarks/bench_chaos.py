@@ -8,7 +8,7 @@ serving the chaos DAGs, then runs ``--lifecycles`` seeded lifecycles (success, r
 admission timeout then retry, kill, clear; sync or deferrable; provider or training-operator
 gangs) at most ``--concurrency`` at once, while the API server answers 5 % of requests with
 500/503/429, cuts watches every few seconds, goes away twice for 5-20 s, deletes one job from
-outside, and the triggerer is SIGKILLed and restarted once (`tests/realstack/chaos.py`).
+outside, and the triggerer is SIGKILLed and restarted once (`benchmarks/chaos.py`).
 Prints one table; exits 1 when a target is missed (100 % of tasks in their expected end state,
 nothing left behind, no job submitted twice for one try, no healthy job deleted).
 
@@ -25,12 +25,10 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from chaos import CHAOS_DAG_FILES, ChaosReport, run_chaos  # benchmarks/chaos.py, beside this script
 
-from gang_sim.cluster import SimCluster  # noqa: E402
-from gang_stack import AirflowStack  # noqa: E402
-from tests.realstack.chaos import CHAOS_DAG_FILES, ChaosReport, run_chaos  # noqa: E402
+from gang_sim.cluster import SimCluster
+from gang_stack import AirflowStack
 
 ENV = {
     # The reaper sweeps every 3 s (default 30 s) so the count of what is left needs seconds.

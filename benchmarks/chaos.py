@@ -10,7 +10,8 @@ mark-failed or clear of the task, (c) the task's own give-up (``execution_timeou
 injects faults, and returns a `ChaosReport`. What it measures comes from a watch of its own on
 every PyTorchJob (`JobWatch`: it resumes from its last resourceVersion, so no ADDED/DELETED is lost),
 the task instances over REST, and the cluster at the end. The benchmark
-(``benchmarks/bench_chaos.py``) and the CI test (``test_chaos.py``) share it.
+(``benchmarks/bench_chaos.py``) and the CI test (``tests/realstack/test_chaos.py``, which loads
+this module by its path: benchmarks/ is not a package) share it.
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ API_UNAVAILABLE_TIMEOUT = 120.0
 QUEUE_ADMISSION_TIMEOUT = 600.0
 
 _DAG_TEMPLATE = """
-# A chaos DAG (tests/realstack/chaos.py): one gang job whose work comes from the run's conf.
+# A chaos DAG (benchmarks/chaos.py): one gang job whose work comes from the run's conf.
 import datetime as dt
 from airflow.sdk import DAG
 from airflow_gang.operators.pytorch_job import PyTorchJobOperator
@@ -629,6 +630,7 @@ class Driver:
         stack: AirflowStack,
         watch: JobWatch,
         faults: FaultPlan,
+        *,
         concurrency: int,
         faults_applied_at: float,
         log: Callable[[str], None],
@@ -993,7 +995,7 @@ def run_chaos(
     with watching(cluster) as watch, cluster.api_client() as api:
         cluster.set_faults(faults.spec)
         log(f"chaos {tag}: {lifecycles} lifecycles, faults {fault_summary(faults)}")
-        driver = Driver(stack, watch, faults, concurrency, watch.now(), log)
+        driver = Driver(stack, watch, faults, concurrency=concurrency, faults_applied_at=watch.now(), log=log)
         try:
             runs = driver.drive(plan)
         finally:

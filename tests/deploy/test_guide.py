@@ -25,7 +25,7 @@ from airflow_gang.trainjob_spec import (
     check_trainjob_name,
 )
 from gang_sim.trainer_runtimes import torch_runtime
-from tests.unit.test_crd_schemas import _schema, pruned_fields
+from tests.support.crd_schemas import crd_schema, pruned_fields
 
 REPO = Path(__file__).resolve().parents[2]
 GUIDE = REPO / "deploy" / "README.md"
@@ -59,7 +59,7 @@ def trainer_crds() -> Path:
 
 
 def trainer_schema(crds: Path, plural: str) -> dict[str, Any]:
-    return _schema(crds, f"trainer.kubeflow.org_{plural}.yaml", TRAINJOB_API_VERSION.split("/")[1])
+    return crd_schema(crds, f"trainer.kubeflow.org_{plural}.yaml", TRAINJOB_API_VERSION.split("/")[1])
 
 
 def json_patch_add(document: Any, operations: list[dict[str, Any]]) -> Any:
@@ -97,7 +97,7 @@ def guide_runtime_patch() -> list[dict[str, Any]]:
 def test_the_queue_in_the_guide_is_a_valid_volcano_queue(shared_crds: Path) -> None:
     (queue,) = [doc for doc in yaml_blocks() if isinstance(doc, dict) and doc.get("kind") == "Queue"]
     assert queue["apiVersion"] == "scheduling.volcano.sh/v1beta1"
-    schema = _schema(shared_crds, "scheduling.volcano.sh_queues.yaml", "v1beta1")
+    schema = crd_schema(shared_crds, "scheduling.volcano.sh_queues.yaml", "v1beta1")
     jsonschema.validate(queue, schema)
     assert pruned_fields(queue, schema) == []
     assert queue["spec"]["capability"]

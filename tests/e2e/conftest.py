@@ -4,6 +4,9 @@ connection, DAG files written into the DAGs folder and run with ``dag.test()``.
 Airflow 3.3's ``dag.test()`` syncs the DAG to the metadata DB, so every DAG lives in a real file
 in ``[core] dags_folder`` (set per session by tests/conftest.py). After each test, the cluster
 must hold no PyTorchJob, PodGroup or pod: nothing is ever left behind.
+
+Helpers live in tests/support; ``task_states`` is importable from here too, for test_example_dags.py
+and test_taskflow_decorator.py, which still import it from this module.
 """
 
 from __future__ import annotations
@@ -21,10 +24,10 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s
 
-from airflow_gang.hooks.gang import GangJobHook
-from airflow_gang.spec import GangJobSpec
 from gang_sim.cluster import SimCluster
 from tests.metadata import migrate_db
+from tests.support.cluster import NOTHING, leftovers
+from tests.support.dag_runs import task_states  # noqa: F401  (re-exported: see the docstring)
 from tests.waiting import eventually
 
 DAGS = Path(os.environ["AIRFLOW__CORE__DAGS_FOLDER"])
@@ -55,54 +58,6 @@ def api(cluster: SimCluster) -> Iterator[k8s.ApiClient]:
     client = cluster.api_client()
     yield client
     client.close()
-
-
-def submit_gang(name: str, seconds: float = 60, namespace: str = "default") -> dict[str, Any]:
-    """Create a one-master, one-worker GPU gang (PodGroup + PyTorchJob) whose replicas run for
-    ``seconds``, straight through the hook; returns the stored PyTorchJob."""
-    hook = GangJobHook(conn_id="kubernetes_default")
-    spec = GangJobSpec(
-        image="ghcr.io/acme/train:1",
-        workers=1,
-        resources={"nvidia.com/gpu": 1},
-        pod_template={"metadata": {"annotations": {"sim.airflow-gang.io/duration": str(seconds)}}},
-    )
-    podgroup = spec.build_podgroup(name, namespace)
-    assert podgroup is not None
-    hook.create_podgroup(podgroup, namespace)
-    return hook.create_pytorchjob(spec.build_pytorchjob(name, namespace), namespace)
-
-
-def leftovers(api: k8s.ApiClient, namespace: str = "default") -> dict[str, list[str]]:
-    custom, core = k8s.CustomObjectsApi(api), k8s.CoreV1Api(api)
-    jobs = custom.list_namespaced_custom_object("kubeflow.org", "v1", namespace, "pytorchjobs")["items"]
-    groups = custom.list_namespaced_custom_object("scheduling.volcano.sh", "v1beta1", namespace, "podgroups")[
-        "items"
-    ]
-    pods = core.list_namespaced_pod(namespace).items
-    trainjobs = custom.list_namespaced_custom_object(
-        "trainer.kubeflow.org", "v1alpha1", namespace, "trainjobs"
-    )
-    jobsets = custom.list_namespaced_custom_object("jobset.x-k8s.io", "v1alpha2", namespace, "jobsets")
-    batch_jobs = k8s.BatchV1Api(api).list_namespaced_job(namespace).items
-    return {
-        "pytorchjobs": [j["metadata"]["name"] for j in jobs],
-        "trainjobs": [j["metadata"]["name"] for j in trainjobs["items"]],
-        "jobsets": [j["metadata"]["name"] for j in jobsets["items"]],
-        "jobs": [j.metadata.name for j in batch_jobs],
-        "podgroups": [g["metadata"]["name"] for g in groups],
-        "pods": [p.metadata.name for p in pods],
-    }
-
-
-NOTHING: dict[str, list[str]] = {
-    "pytorchjobs": [],
-    "trainjobs": [],
-    "jobsets": [],
-    "jobs": [],
-    "podgroups": [],
-    "pods": [],
-}
 
 
 @pytest.fixture(autouse=True)
@@ -169,12 +124,3 @@ def example_dag(airflow_db: None) -> Callable[[str], Any]:
         return load_dag_file(target, f"example_{name}")
 
     return load
-
-
-def task_states(dag_run: Any) -> dict[str, str | None]:
-    return {
-        (ti.task_id if ti.map_index < 0 else f"{ti.task_id}[{ti.map_index}]"): (
-            str(ti.state) if ti.state else None
-        )
-        for ti in dag_run.get_task_instances()
-    }

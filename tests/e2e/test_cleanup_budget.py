@@ -20,7 +20,7 @@ from airflow_gang.jobs import cleanup
 from airflow_gang.triggers.deletion import on_kill_budget_seconds
 from airflow_gang.triggers.gang import GangJobTrigger
 from gang_sim.cluster import SimCluster
-from tests.e2e.conftest import submit_gang
+from tests.support.submission import gang_spec, submit
 
 pytestmark = pytest.mark.usefixtures("kube_connection")
 
@@ -36,7 +36,7 @@ def job(
 ) -> Iterator[dict[str, Any]]:
     """A running gang job (PodGroup + PyTorchJob); at the end, faults off and both deleted."""
     name = "budget-trigger" if "trigger" in request.node.name else "budget-sync"
-    yield submit_gang(name, namespace=NAMESPACE)
+    yield submit(name, gang_spec(), namespace=NAMESPACE)
     cluster.clear_faults()
     hook = GangJobHook(conn_id="kubernetes_default")
     cleanup.delete_gang(hook, name, NAMESPACE, None, timeout=30, reason="test cleanup")

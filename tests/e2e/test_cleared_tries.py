@@ -21,7 +21,7 @@ from airflow_gang.hooks.gang import GangJobHook
 from airflow_gang.jobs import submission
 from airflow_gang.naming import identity_labels, job_name
 from airflow_gang.spec import GangJobSpec
-from tests.e2e.test_scenarios import PYTORCHJOBS, delete_job, jobs_of
+from tests.support.cluster import PYTORCHJOBS, delete_job, jobs_of
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.usefixtures("kube_connection")

@@ -18,7 +18,6 @@ TLS handshakes now fail verification.
 from __future__ import annotations
 
 import asyncio
-import base64
 import json
 import time
 from collections.abc import Awaitable, Callable
@@ -28,15 +27,16 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
-import yaml
 
 from airflow_gang.hooks.gang import GangJobHook
 from airflow_gang.triggers import watch_cache
 from airflow_gang.triggers.gang import GangJobTrigger
 from gang_sim.certs import make_serving_certificate
 from gang_sim.cluster import SimCluster
-from tests.e2e.test_trigger_watches import first_event
-from tests.e2e.test_watch_cache import Submitted, submit  # noqa: F401  (the fixture)
+from tests.support.cluster import write_kubeconfig
+from tests.support.submission import Submitted
+from tests.support.triggers import first_event
+from tests.support.watch_cache import submit_labelled_jobs  # noqa: F401  (the fixture "submit")
 from tests.tcp_relay import TcpRelay
 from tests.tls_relay import TlsRelay
 
@@ -44,17 +44,6 @@ pytestmark = pytest.mark.usefixtures("kube_connection")
 
 CONN_ID = "kubernetes_moving"
 NAMESPACE = "default"
-
-
-def write_kubeconfig(path: Path, cluster: SimCluster, server: str, ca_pem: bytes | None = None) -> None:
-    """The cluster's kubeconfig with another server (and CA certificate, when given)."""
-    config = yaml.safe_load(Path(cluster.kubeconfig_path).read_text())
-    for entry in config["clusters"]:
-        entry["cluster"]["server"] = server
-        if ca_pem is not None:
-            entry["cluster"].pop("certificate-authority", None)
-            entry["cluster"]["certificate-authority-data"] = base64.b64encode(ca_pem).decode()
-    path.write_text(yaml.safe_dump(config))
 
 
 @pytest.fixture
@@ -125,7 +114,7 @@ def test_waits_follow_a_connection_edited_to_a_new_endpoint_without_a_phantom_ou
     watch: str,
     cluster: SimCluster,
     moving: Path,
-    submit: Callable[..., Submitted],  # noqa: F811  (the fixture imported above)
+    submit: Callable[..., Submitted],
     capfd: pytest.CaptureFixture[str],
     caplog: pytest.LogCaptureFixture,
 ) -> None:
@@ -177,7 +166,7 @@ def test_waits_follow_a_ca_rotated_at_the_same_endpoint_without_a_phantom_outage
     kubeconfig_first: bool,
     cluster: SimCluster,
     moving: Path,
-    submit: Callable[..., Submitted],  # noqa: F811  (the fixture imported above)
+    submit: Callable[..., Submitted],
     capfd: pytest.CaptureFixture[str],
     caplog: pytest.LogCaptureFixture,
 ) -> None:

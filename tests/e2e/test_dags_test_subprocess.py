@@ -22,7 +22,7 @@ import pytest
 from kubernetes import client as k8s
 
 from gang_sim.cluster import SimCluster
-from tests.e2e.test_scenarios import delete_job, jobs_of
+from tests.support.cluster import delete_job, jobs_of
 
 pytestmark = pytest.mark.usefixtures("kube_connection")
 AIRFLOW = Path(sys.executable).parent / "airflow"

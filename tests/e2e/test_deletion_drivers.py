@@ -18,11 +18,10 @@ import pytest
 from airflow_gang.hooks.gang import GangJobHook
 from airflow_gang.hooks.gang_async import AsyncGangJobHook
 from airflow_gang.jobs import cleanup
-from airflow_gang.spec import GangJobSpec
 from airflow_gang.triggers import deletion
 from gang_sim.cluster import SimCluster
-from tests.e2e.conftest import NOTHING, leftovers, submit_gang
-from tests.e2e.test_scenarios import all_running
+from tests.support.cluster import NOTHING, all_running, leftovers
+from tests.support.submission import gang_spec, submit
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.usefixtures("kube_connection")
@@ -47,15 +46,8 @@ class Log:
 def plain_job(cluster: SimCluster, request: pytest.FixtureRequest) -> Iterator[dict[str, Any]]:
     """A running disabled-mode job: no PodGroup, no Volcano decoration."""
     hook = GangJobHook(conn_id="kubernetes_default")
-    spec = GangJobSpec(
-        image="ghcr.io/acme/train:1",
-        workers=0,
-        resources={"nvidia.com/gpu": 1},
-        gang_scheduling="disabled",
-        pod_template={"metadata": {"annotations": {"sim.airflow-gang.io/duration": "60"}}},
-    )
     name = f"plain-{request.node.callspec.id}"
-    job = hook.create_pytorchjob(spec.build_pytorchjob(name, NAMESPACE), NAMESPACE)
+    job = submit(name, gang_spec(60, workers=0, gang_scheduling="disabled"), hook=hook, namespace=NAMESPACE)
     with cluster.api_client() as api:
         eventually(lambda: all_running(api, name, 1), timeout=20, message=f"{name} not running")
     yield job
@@ -116,7 +108,7 @@ def test_a_disabled_mode_job_is_deleted_without_a_podgroup_request(
 def test_a_gang_job_is_not_confirmed_while_its_podgroup_cannot_be_read(
     cluster: SimCluster, driver: str
 ) -> None:
-    job = submit_gang(f"gang-{driver}")
+    job = submit(f"gang-{driver}", gang_spec())
     try:
         before = cluster.fault_counts().get("error_500", 0)
         cluster.set_faults(PODGROUPS_FAIL)

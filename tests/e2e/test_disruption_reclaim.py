@@ -31,8 +31,8 @@ from kubernetes import client as k8s
 from airflow_gang.naming import DAG_ID_LABEL, safe_label_value
 from airflow_gang.spec import GangJobSpec
 from gang_sim.cluster import SimCluster
-from tests.e2e.conftest import task_states
-from tests.e2e.test_scenarios import PODGROUPS, PYTORCHJOBS, delete_job
+from tests.support.cluster import PODGROUPS, PYTORCHJOBS, delete_job
+from tests.support.dag_runs import task_states
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.usefixtures("kube_connection")

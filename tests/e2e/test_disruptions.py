@@ -24,8 +24,8 @@ from kubernetes import client as k8s
 
 from airflow_gang.naming import DAG_ID_LABEL, safe_label_value
 from gang_sim.cluster import SimCluster
-from tests.e2e.conftest import task_states
 from tests.statsd_listener import airflow_sending_to
+from tests.support.dag_runs import task_states
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.usefixtures("kube_connection")

@@ -19,9 +19,9 @@ from kubernetes import client as k8s
 
 from airflow_gang.spec import GangJobSpec
 from gang_sim.cluster import SimCluster
-from tests.e2e.conftest import task_states
-from tests.e2e.test_example_dags import run_report
-from tests.e2e.test_scenarios import PODGROUPS, PYTORCHJOBS, JobEvents, delete_job, run_seed_sweep
+from tests.support.cluster import PODGROUPS, PYTORCHJOBS, delete_job
+from tests.support.dag_runs import run_report, run_seed_sweep, task_states
+from tests.support.job_watches import JobEvents
 
 pytestmark = pytest.mark.usefixtures("kube_connection")
 

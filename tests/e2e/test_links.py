@@ -8,10 +8,9 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s
 
-from tests.e2e.conftest import task_states
-from tests.e2e.test_example_dags import xcom
-from tests.e2e.test_scenarios import delete_job
 from tests.metadata import xcom_value
+from tests.support.cluster import delete_job
+from tests.support.dag_runs import task_states, xcom
 
 pytestmark = pytest.mark.usefixtures("kube_connection")
 

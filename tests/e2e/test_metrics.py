@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import task_states
 from tests.statsd_listener import airflow_sending_to
+from tests.support.dag_runs import task_states
 
 pytestmark = pytest.mark.usefixtures("kube_connection")
 

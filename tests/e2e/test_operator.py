@@ -14,8 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import task_states
-from tests.e2e.test_scenarios import RESULT_KEYS
+from tests.support.dag_runs import RESULT_KEYS, task_states
 
 pytestmark = pytest.mark.usefixtures("kube_connection")
 MODES = pytest.mark.parametrize("deferrable", [False, True], ids=["sync", "deferrable"])

@@ -20,9 +20,9 @@ from kubernetes import client as k8s
 
 from airflow_gang.gang_state import last_true_condition
 from airflow_gang.reaper import OrphanReaper, find_candidates
-from tests.e2e.conftest import task_states
-from tests.e2e.test_scenarios import delete_job, jobs_of
 from tests.statsd_listener import airflow_sending_to
+from tests.support.cluster import delete_job, jobs_of
+from tests.support.dag_runs import task_states
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.usefixtures("kube_connection")

@@ -23,8 +23,9 @@ from kubernetes import client as k8s
 from airflow_gang.naming import DAG_ID_LABEL
 from airflow_gang.timeline import parse_time
 from gang_sim.cluster import SimCluster
-from tests.e2e.conftest import task_states
-from tests.e2e.test_scenarios import PYTORCHJOBS, JobEvents
+from tests.support.cluster import PYTORCHJOBS
+from tests.support.dag_runs import task_states
+from tests.support.job_watches import JobEvents
 
 pytestmark = pytest.mark.usefixtures("kube_connection")
 MODES = pytest.mark.parametrize("deferrable", [False, True], ids=["sync", "deferrable"])

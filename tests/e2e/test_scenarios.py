@@ -12,12 +12,9 @@ lives in ``test_dags_test_subprocess.py``.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import datetime as dt
-import json
 import re
 import threading
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,124 +22,27 @@ from typing import Any
 
 import pytest
 from kubernetes import client as k8s
-from kubernetes import watch
 
 from airflow_gang.exceptions import GangJobLost
 from airflow_gang.hooks.gang import GangJobHook
-from airflow_gang.naming import DAG_ID_LABEL, TRY_NUMBER_LABEL
+from airflow_gang.naming import TRY_NUMBER_LABEL
 from airflow_gang.operators.pytorch_job import PyTorchJobOperator
-from airflow_gang.spec import GangJobSpec
 from airflow_gang.triggers.gang import GangJobTrigger
 from gang_sim.cluster import SimCluster
-from tests.e2e.conftest import NOTHING, leftovers, task_states
+from tests.support.cluster import (
+    NAMESPACE,
+    NOTHING,
+    all_running,
+    delete_job,
+    jobs_of,
+    leftovers,
+    running_gang,
+)
+from tests.support.dag_runs import MODES, read_json, run_seed_sweep, task_states
+from tests.support.job_watches import JobEvent, JobEvents
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.usefixtures("kube_connection")
-MODES = pytest.mark.parametrize("deferrable", [False, True], ids=["sync", "deferrable"])
-NAMESPACE = "default"
-PYTORCHJOBS = ("kubeflow.org", "v1", NAMESPACE, "pytorchjobs")
-PODGROUPS = ("scheduling.volcano.sh", "v1beta1", NAMESPACE, "podgroups")
-RESULT_KEYS = {
-    "name",
-    "namespace",
-    "uid",
-    "queue",
-    "podgroup",
-    "state",
-    "submitted_at",
-    "admitted_at",
-    "finished_at",
-    "queued_seconds",
-    "run_seconds",
-    "replicas",
-    "metrics",
-}
-
-
-# --- helpers ----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class JobEvent:
-    type: str
-    name: str
-    uid: str
-    labels: dict[str, str]
-
-
-@dataclass
-class JobEvents:
-    """Every PyTorchJob ADDED or DELETED in the namespace while it runs (a watch in a thread).
-
-    A deleted job cannot be seen afterwards; this is how a test proves that a job existed, that it
-    was deleted, and that no second one was ever created.
-    """
-
-    cluster: SimCluster
-    events: list[JobEvent] = field(default_factory=list)
-    _stop: threading.Event = field(default_factory=threading.Event)
-    _ready: threading.Event = field(default_factory=threading.Event)
-    _thread: threading.Thread | None = None
-
-    def __enter__(self) -> JobEvents:
-        self._thread = threading.Thread(target=self._run, name="job-events", daemon=True)
-        self._thread.start()
-        assert self._ready.wait(10), "the PyTorchJob watch did not start"
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(10)
-
-    def _run(self) -> None:
-        with self.cluster.api_client() as api:
-            # A user agent of its own, which injected faults spare by default filters.
-            api.user_agent = "e2e-job-events"
-            custom = k8s.CustomObjectsApi(api)
-            seen: set[str] = set()
-            version = self._relist(custom, seen)
-            self._ready.set()
-            while not self._stop.is_set():
-                try:
-                    stream = watch.Watch().stream(
-                        custom.list_namespaced_custom_object,
-                        *PYTORCHJOBS,
-                        resource_version=version,
-                        timeout_seconds=1,
-                        allow_watch_bookmarks=True,
-                    )
-                    for event in stream:
-                        metadata = event["object"]["metadata"]
-                        version = metadata.get("resourceVersion", version)
-                        if event["type"] in ("ADDED", "DELETED"):
-                            self._record(event["type"], metadata, seen)
-                except Exception:  # an outage test closed the listener: list again once it is back
-                    time.sleep(0.2)
-                    try:
-                        version = self._relist(custom, seen)
-                    except Exception:
-                        continue
-
-    def _relist(self, custom: k8s.CustomObjectsApi, seen: set[str]) -> str:
-        """Record jobs that appeared while not watching; the version to watch from."""
-        listed = custom.list_namespaced_custom_object(*PYTORCHJOBS, _request_timeout=5)
-        for item in listed["items"]:
-            if item["metadata"]["uid"] not in seen:
-                self._record("ADDED", item["metadata"], seen)
-        return str(listed["metadata"]["resourceVersion"])
-
-    def _record(self, kind: str, metadata: dict[str, Any], seen: set[str]) -> None:
-        if kind == "ADDED" and metadata["uid"] in seen:
-            return
-        seen.add(metadata["uid"])
-        self.events.append(JobEvent(kind, metadata["name"], metadata["uid"], metadata.get("labels") or {}))
-
-    def of_dag(self, dag_id: str) -> list[JobEvent]:
-        return [event for event in self.events if event.labels.get(DAG_ID_LABEL) == dag_id]
-
-    def added(self, dag_id: str) -> list[JobEvent]:
-        return [event for event in self.of_dag(dag_id) if event.type == "ADDED"]
 
 
 @pytest.fixture
@@ -151,87 +51,7 @@ def job_events(cluster: SimCluster) -> Iterator[JobEvents]:
         yield events
 
 
-def jobs_of(api: k8s.ApiClient, dag_id: str) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = k8s.CustomObjectsApi(api).list_namespaced_custom_object(
-        *PYTORCHJOBS, label_selector=f"{DAG_ID_LABEL}={dag_id}"
-    )["items"]
-    return items
-
-
-def pods_of(api: k8s.ApiClient, job: str) -> list[k8s.V1Pod]:
-    pods: list[k8s.V1Pod] = (
-        k8s.CoreV1Api(api)
-        .list_namespaced_pod(NAMESPACE, label_selector=f"training.kubeflow.org/job-name={job}")
-        .items
-    )
-    return pods
-
-
-def all_running(api: k8s.ApiClient, job: str, replicas: int) -> bool:
-    pods = pods_of(api, job)
-    return len(pods) == replicas and all(pod.status.phase == "Running" for pod in pods)
-
-
-def delete_job(api: k8s.ApiClient, name: str) -> None:
-    """Delete a job and its PodGroup the way ``kubectl delete --cascade=foreground`` would; wait."""
-    custom = k8s.CustomObjectsApi(api)
-    for group in (PYTORCHJOBS, PODGROUPS):
-        try:
-            custom.delete_namespaced_custom_object(*group, name, body={"propagationPolicy": "Foreground"})
-        except k8s.ApiException as error:
-            if error.status != 404:
-                raise
-    eventually(
-        lambda: name not in json.dumps(leftovers(api)),
-        timeout=20,
-        message=f"{name} not deleted: {leftovers(api)}",
-    )
-
-
-def read_json(path: Path) -> Any:
-    return json.loads(path.read_text())
-
-
 # --- 1. seed scenario with dynamic task mapping -----------------------------------------------
-
-SEED_DAG = """
-import datetime as dt, json
-from airflow.sdk import DAG, task
-from airflow_gang.operators.pytorch_job import PyTorchJobOperator
-
-with DAG("__DAG_ID__", schedule=None, start_date=dt.datetime(2026, 1, 1), catchup=False) as dag:
-    train = PyTorchJobOperator.partial(
-        task_id="train", image="ghcr.io/acme/train:1", command=["python", "train.py"], workers=3,
-        resources={"nvidia.com/gpu": 1}, volcano_queue="default", gang_scheduling=__GANG__,
-        deferrable=__DEFERRABLE__, poll_interval=0.2, admission_timeout=120,
-        pod_template={"metadata": {"annotations": {"sim.airflow-gang.io/duration": "0.3"}}},
-    ).expand(args=[["--seed", str(seed)] for seed in range(6)])
-
-    @task
-    def collect(results):
-        with open(__OUT__, "w") as out:
-            json.dump(list(results), out)
-
-    collect(train.output)
-"""
-
-
-def run_seed_sweep(write_dag: Callable[..., Any], tmp_path: Path, *, gang: str, deferrable: bool) -> None:
-    """Six mapped jobs of Master + 3 Workers (4 GPUs, the whole pool): all succeed, one at a time."""
-    out = tmp_path / "results.json"
-    dag = write_dag(SEED_DAG, gang=gang, deferrable=deferrable, out=str(out))
-    dag_run = dag.test()
-    states = task_states(dag_run)
-    assert states == {**{f"train[{i}]": "success" for i in range(6)}, "collect": "success"}
-    results = read_json(out)
-    assert len(results) == 6
-    assert len({result["name"] for result in results}) == 6
-    assert len({result["uid"] for result in results}) == 6
-    for result in results:
-        assert set(result) == RESULT_KEYS
-        assert result["state"] == "succeeded"
-        assert result["queue"] == "default"
-        assert result["replicas"] == {"Master": 1, "Worker": 3}
 
 
 @MODES
@@ -259,28 +79,6 @@ with DAG("__DAG_ID__", schedule=None, start_date=dt.datetime(2026, 1, 1), catchu
     )
 """
 BLOCKER_SECONDS = 6
-
-
-@contextlib.contextmanager
-def running_gang(api: k8s.ApiClient, name: str, replicas: int, seconds: float) -> Iterator[str]:
-    """A provider-style gang of ``replicas`` 1-GPU replicas running for ``seconds``, created
-    directly through the official client; deleted (and waited for) on exit."""
-    spec = GangJobSpec(
-        image="ghcr.io/acme/train:1",
-        workers=replicas - 1,
-        resources={"nvidia.com/gpu": 1},
-        pod_template={"metadata": {"annotations": {"sim.airflow-gang.io/duration": str(seconds)}}},
-    )
-    podgroup = spec.build_podgroup(name, NAMESPACE)
-    assert podgroup is not None
-    custom = k8s.CustomObjectsApi(api)
-    custom.create_namespaced_custom_object(*PODGROUPS, podgroup)
-    custom.create_namespaced_custom_object(*PYTORCHJOBS, spec.build_pytorchjob(name, NAMESPACE))
-    try:
-        eventually(lambda: all_running(api, name, replicas), timeout=20, message=f"{name} not running")
-        yield name
-    finally:
-        delete_job(api, name)
 
 
 @pytest.fixture

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import task_states
-from tests.e2e.test_scenarios import delete_job, jobs_of
+from tests.support.cluster import delete_job, jobs_of
+from tests.support.dag_runs import task_states
 
 pytestmark = pytest.mark.usefixtures("kube_connection")
 

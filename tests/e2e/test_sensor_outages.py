@@ -28,7 +28,8 @@ from airflow_gang.hooks.gang import GangJobHook
 from airflow_gang.jobs import cleanup
 from airflow_gang.sensors.gang import GangAdmissionSensor, PyTorchJobSensor
 from gang_sim.cluster import SimCluster
-from tests.e2e.conftest import submit_gang, task_states
+from tests.support.dag_runs import task_states
+from tests.support.submission import gang_spec, submit
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.usefixtures("kube_connection")
@@ -72,7 +73,7 @@ def running_job(cluster: SimCluster, api: k8s.ApiClient) -> Iterator[dict[str, A
     """A gang job whose replicas run for a minute; at the end, faults off and the job deleted."""
     hook = GangJobHook(conn_id="kubernetes_default")
     name = "sensed"
-    job = submit_gang(name, namespace=NAMESPACE)
+    job = submit(name, gang_spec(), namespace=NAMESPACE)
     eventually(lambda: GangAdmissionSensor(task_id="ready", job_name=name).poke({}), 20, 0.1)  # type: ignore[arg-type]
     yield job
     cluster.clear_faults()

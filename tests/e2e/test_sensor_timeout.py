@@ -15,8 +15,8 @@ import pytest
 from kubernetes import client as k8s
 
 from airflow_gang.gang_state import last_true_condition
-from tests.e2e.conftest import task_states
-from tests.e2e.test_scenarios import delete_job, jobs_of
+from tests.support.cluster import delete_job, jobs_of
+from tests.support.dag_runs import task_states
 
 pytestmark = pytest.mark.usefixtures("kube_connection")
 

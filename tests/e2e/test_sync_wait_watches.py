@@ -17,8 +17,8 @@ import pytest
 from kubernetes import client as k8s
 
 from gang_sim.cluster import SimCluster
-from tests.e2e.conftest import task_states
 from tests.sim.apiserver.helpers import call
+from tests.support.dag_runs import task_states
 
 pytestmark = pytest.mark.usefixtures("kube_connection")
 

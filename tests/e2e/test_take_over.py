@@ -20,8 +20,8 @@ from kubernetes import client as k8s
 
 from airflow_gang.naming import DAG_ID_LABEL
 from gang_sim.cluster import SimCluster
-from tests.e2e.conftest import task_states
-from tests.e2e.test_scenarios import PODGROUPS, PYTORCHJOBS, delete_job, jobs_of
+from tests.support.cluster import PODGROUPS, PYTORCHJOBS, delete_job, jobs_of
+from tests.support.dag_runs import task_states
 
 pytestmark = pytest.mark.usefixtures("kube_connection")
 MODES = pytest.mark.parametrize("deferrable", [False, True], ids=["sync", "deferrable"])

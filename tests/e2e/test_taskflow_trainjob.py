@@ -21,8 +21,8 @@ from kubernetes import client as k8s
 
 from gang_sim.cluster import SimCluster
 from gang_sim.trainer_runtimes import GROUP, PLURAL, VERSION, torch_runtime
-from tests.e2e.conftest import task_states
 from tests.metadata import xcom_value
+from tests.support.dag_runs import task_states
 
 needs_torch = pytest.mark.skipif(
     importlib.util.find_spec("torch") is None,

@@ -29,7 +29,7 @@ from kubernetes import client as k8s
 
 from airflow_gang.naming import DAG_ID_LABEL, safe_label_value
 from gang_sim.cluster import SimCluster
-from tests.e2e.conftest import task_states
+from tests.support.dag_runs import task_states
 from tests.waiting import eventually
 
 MISSING = [name for name in ("torch", "sklearn") if importlib.util.find_spec(name) is None]

@@ -17,8 +17,8 @@ import pytest
 from kubernetes import client as k8s
 
 from airflow_gang.gang_state import NOT_GANG_SCHEDULED
-from tests.e2e.conftest import leftovers, task_states
-from tests.e2e.test_scenarios import MODES, running_gang
+from tests.support.cluster import leftovers, running_gang
+from tests.support.dag_runs import MODES, task_states
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.usefixtures("kube_connection")

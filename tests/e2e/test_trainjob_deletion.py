@@ -30,8 +30,8 @@ from kubernetes import client as k8s
 from kubernetes import watch
 
 from gang_sim.cluster import SimCluster
-from tests.e2e.conftest import NOTHING, leftovers, task_states
-from tests.e2e.test_trainjob_operator import TRAINJOB_DAG, _hold_one_gpu
+from tests.support.cluster import NOTHING, hold_one_gpu, leftovers
+from tests.support.dag_runs import TRAINJOB_DAG, task_states
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.usefixtures("kube_connection")
@@ -172,7 +172,7 @@ def test_after_an_admission_timeout_nothing_of_the_trainjob_is_left_or_comes_bac
 ) -> None:
     """Four nodes on a 4-GPU pool with one GPU taken: the gang waits in its queue until the
     admission timeout deletes it."""
-    release = _hold_one_gpu(cluster)
+    release = hold_one_gpu(cluster)
     try:
         left = run_to_failure(
             write_dag, tmp_path, api, deferrable=deferrable, admission=3, nodes=4,

@@ -15,33 +15,12 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s
 
-from tests.e2e.conftest import task_states
+from tests.support.cluster import hold_one_gpu
+from tests.support.dag_runs import TRAINJOB_DAG, task_states
 
 pytestmark = pytest.mark.usefixtures("kube_connection")
 MODES = pytest.mark.parametrize("deferrable", [False, True], ids=["sync", "deferrable"])
 TRAINER = ("trainer.kubeflow.org", "v1alpha1")
-
-TRAINJOB_DAG = """
-import datetime as dt, json
-from airflow.sdk import DAG, task
-from airflow_gang.operators.train_job import TrainJobOperator
-
-with DAG("__DAG_ID__", schedule=None, start_date=dt.datetime(2026, 1, 1), catchup=False) as dag:
-    train = TrainJobOperator(
-        task_id="train", image="ghcr.io/acme/train:1", command=["torchrun", "train.py"], num_nodes=__NODES__,
-        resources_per_node={"nvidia.com/gpu": 1}, deferrable=__DEFERRABLE__, poll_interval=0.2,
-        admission_timeout=__ADMISSION__, runtime=__RUNTIME__, queue=__QUEUE__, retries=0,
-        delete_on_finish="always",
-        pod_template={"metadata": {"annotations": __ANNOTATIONS__}},
-    )
-
-    @task
-    def record(result, ti=None):
-        with open(__OUT__, "w") as out:
-            json.dump({"result": result, "job_name": ti.xcom_pull(task_ids="train", key="job_name")}, out)
-
-    record(train.output)
-"""
 
 
 def run(
@@ -118,7 +97,7 @@ def test_a_runtime_without_a_podgroup_policy_is_not_a_gang_and_its_timeout_says_
 ) -> None:
     """Four nodes on a 4-GPU pool of which one GPU is taken: with no gang, three pods bind and the
     fourth never does; the admission timeout deletes the job, saying it was no gang."""
-    hog = _hold_one_gpu(cluster)
+    hog = hold_one_gpu(cluster)
     try:
         states, _ = run(
             write_dag,
@@ -167,26 +146,3 @@ def test_a_priority_class_is_refused_with_the_way_to_set_one(
     logged = capfd.readouterr().out
     assert "priority_class='high' cannot be set on a TrainJob" in logged
     assert "runtime_kind='TrainingRuntime'" in logged
-
-
-def _hold_one_gpu(cluster: Any) -> Callable[[], None]:
-    """A plain pod holding one GPU until the returned function deletes it."""
-    with cluster.api_client() as api:
-        core = k8s.CoreV1Api(api)
-        pod = {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": "gpu-hog", "annotations": {"sim.airflow-gang.io/duration": "600"}},
-            "spec": {
-                "containers": [
-                    {"name": "hog", "image": "busybox", "resources": {"limits": {"nvidia.com/gpu": "1"}}}
-                ]
-            },
-        }
-        core.create_namespaced_pod("default", pod)
-
-    def release() -> None:
-        with cluster.api_client() as api:
-            k8s.CoreV1Api(api).delete_namespaced_pod("gpu-hog", "default", grace_period_seconds=0)
-
-    return release

@@ -26,7 +26,8 @@ import pytest
 from kubernetes import client as k8s
 
 from gang_sim.cluster import SimCluster
-from tests.e2e.conftest import NOTHING, leftovers, task_states
+from tests.support.cluster import NOTHING, leftovers
+from tests.support.dag_runs import task_states
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.usefixtures("kube_connection")

@@ -22,8 +22,8 @@ from airflow_gang.gang_state import last_true_condition
 from airflow_gang.hooks.gang import GangJobHook
 from airflow_gang.timeline import parse_time
 from airflow_gang.triggers.gang import GangJobTrigger
-from tests.e2e.conftest import task_states
-from tests.e2e.test_scenarios import NAMESPACE, delete_job, jobs_of, pods_of
+from tests.support.cluster import NAMESPACE, delete_job, jobs_of, pods_of
+from tests.support.dag_runs import task_states
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.usefixtures("kube_connection")

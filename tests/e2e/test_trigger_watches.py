@@ -28,7 +28,6 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -36,14 +35,14 @@ from kubernetes import client as k8s
 
 from airflow_gang.exceptions import GangApiUnavailable
 from airflow_gang.gang_state import last_true_condition
-from airflow_gang.hooks.client_pool import USER_AGENT
 from airflow_gang.hooks.gang import GangJobHook
 from airflow_gang.operators.pytorch_job import PyTorchJobOperator
 from airflow_gang.sensors.gang import PyTorchJobSensor
 from airflow_gang.triggers.gang import GangJobTrigger
 from gang_sim.cluster import SimCluster
-from tests.e2e.conftest import submit_gang
-from tests.sim.apiserver.helpers import call
+from tests.support import submission
+from tests.support.submission import Submitted, gang_spec
+from tests.support.triggers import first_event, provider_requests
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.usefixtures("kube_connection")
@@ -52,7 +51,6 @@ NAMESPACE = "default"
 PYTORCHJOBS = ("kubeflow.org", "v1", NAMESPACE, "pytorchjobs")
 JOB_RESOURCE = "pytorchjobs.kubeflow.org"
 KINDS = ("pytorchjob", "podgroup", "pod")
-EVENT_TIMEOUT = 60.0
 
 
 @pytest.fixture(scope="module")
@@ -60,12 +58,6 @@ def cluster() -> Iterator[SimCluster]:
     """This module's own cluster (its fault counters count this module's faults only)."""
     with SimCluster(nodes=1, gpus_per_node=4, schedule_period=0.2) as running:
         yield running
-
-
-@dataclass(frozen=True)
-class Submitted:
-    name: str
-    uid: str
 
 
 @pytest.fixture
@@ -77,7 +69,7 @@ def submit(cluster: SimCluster, kube_connection: str) -> Iterator[Callable[[str,
 
     def create(name: str, duration: float) -> Submitted:
         created.append(name)  # before the creates: a half-made gang is deleted all the same
-        job = submit_gang(name, duration, namespace=NAMESPACE)
+        job = submission.submit(name, gang_spec(duration), namespace=NAMESPACE)
         return Submitted(name, job["metadata"]["uid"])
 
     yield create
@@ -109,30 +101,11 @@ def trigger_for(job: Submitted, **kwargs: Any) -> GangJobTrigger:
     return GangJobTrigger(**serialized)
 
 
-async def first_event(trigger: GangJobTrigger, timeout: float = EVENT_TIMEOUT) -> dict[str, Any]:
-    async def first() -> dict[str, Any]:
-        async for event in trigger.run():
-            return dict(event.payload)
-        raise AssertionError("the trigger ended without an event")
-
-    return await asyncio.wait_for(first(), timeout)
-
-
 def run_trigger(trigger: GangJobTrigger) -> tuple[dict[str, Any], float]:
     """The trigger's first event and the seconds it took."""
     started = time.monotonic()
     event = asyncio.run(first_event(trigger))
     return event, time.monotonic() - started
-
-
-def provider_requests(api: k8s.ApiClient) -> Counter[tuple[str, str]]:
-    """Requests the API server counted from the provider's async client, by (verb, resource)."""
-    metrics = call(api, "GET", "/sim/v1/metrics")
-    counts: Counter[tuple[str, str]] = Counter()
-    for entry in metrics["requests"]:
-        if entry["userAgent"] == USER_AGENT:
-            counts[entry["verb"], entry["resource"]] += entry["count"]
-    return counts
 
 
 def log_lines(output: str, level: str, text: str) -> list[str]:

@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import uuid
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -20,92 +18,27 @@ from kubernetes import client as k8s
 from airflow_gang.hooks.client_pool import USER_AGENT
 from airflow_gang.hooks.gang import GangJobHook
 from airflow_gang.naming import identity_labels
-from airflow_gang.spec import GangJobSpec
 from airflow_gang.triggers import watch_cache
-from airflow_gang.triggers.gang import GangJobTrigger
 from gang_sim.cluster import SimCluster
-from tests.e2e.test_trigger_watches import first_event as first_event_within
-from tests.e2e.test_trigger_watches import provider_requests
 from tests.sim.apiserver.helpers import call
+from tests.support import submission
+from tests.support.submission import Submitted, gang_spec
+from tests.support.triggers import provider_requests
+from tests.support.watch_cache import (  # noqa: F401  (the fixtures "cluster" and "submit")
+    first_event,
+    sixteen_gpu_cluster,
+    submit_labelled_jobs,
+    trigger_for,
+)
 
 pytestmark = pytest.mark.usefixtures("kube_connection")
 
 NAMESPACE = "default"
-EVENT_TIMEOUT = 120.0
-
-
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[SimCluster]:
-    """16 GPUs: a wave of 16 one-replica jobs at a time."""
-    with SimCluster(nodes=2, gpus_per_node=8, schedule_period=0.2) as running:
-        yield running
 
 
 @pytest.fixture(autouse=True)
 def short_linger(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(watch_cache, "LINGER_SECONDS", 0.5)
-
-
-@dataclass(frozen=True)
-class Submitted:
-    name: str
-    uid: str
-
-
-def spec(seconds: float) -> GangJobSpec:
-    return GangJobSpec(
-        image="ghcr.io/acme/train:1",
-        workers=0,
-        resources={"nvidia.com/gpu": 1},
-        pod_template={"metadata": {"annotations": {"sim.airflow-gang.io/duration": str(seconds)}}},
-    )
-
-
-@pytest.fixture
-def submit(cluster: SimCluster) -> Iterator[Callable[..., Submitted]]:
-    """Create the provider's jobs (identity labels, as the operator submits them); delete them after."""
-    hook = GangJobHook(conn_id="kubernetes_default")
-    run = f"cache_{uuid.uuid4().hex[:6]}"
-    created: list[str] = []
-
-    def create(seconds: float = 1.0, *, labelled: bool = True) -> Submitted:
-        index = len(created)
-        name = f"{run.replace('_', '-')}-{index}"
-        labels = identity_labels("watch_cache", "train", run, index, 1) if labelled else None
-        built = spec(seconds)
-        podgroup = built.build_podgroup(name, NAMESPACE, labels=labels)
-        assert podgroup is not None
-        hook.create_podgroup(podgroup, NAMESPACE)
-        created.append(name)
-        job = hook.create_pytorchjob(built.build_pytorchjob(name, NAMESPACE, labels=labels), NAMESPACE)
-        return Submitted(name, job["metadata"]["uid"])
-
-    yield create
-    cluster.clear_faults()
-    for name in created:
-        hook.delete_pytorchjob(name, NAMESPACE, propagation="Foreground")
-        hook.delete_podgroup(name, NAMESPACE)
-    for name in created:
-        assert hook.wait_gone("pytorchjob", name, NAMESPACE, timeout=60), f"PyTorchJob {name} not deleted"
-
-
-def trigger_for(job: Submitted, **kwargs: Any) -> GangJobTrigger:
-    built = GangJobTrigger(
-        name=job.name,
-        namespace=NAMESPACE,
-        uid=job.uid,
-        gang_scheduling="provider",
-        poll_interval=600,  # a trigger that needed polling would miss the timeout
-        hook_kwargs=GangJobHook(conn_id=kwargs.pop("conn_id", "kubernetes_default")).async_hook_kwargs(),
-        **kwargs,
-    )
-    _, serialized = built.serialize()
-    assert serialized["watch"] == "shared"
-    return GangJobTrigger(**serialized)
-
-
-async def first_event(trigger: GangJobTrigger) -> dict[str, Any]:
-    return await first_event_within(trigger, EVENT_TIMEOUT)
 
 
 def metrics(api: k8s.ApiClient) -> dict[str, Any]:
@@ -211,17 +144,9 @@ def test_two_connections_to_two_clusters_get_two_caches(
         monkeypatch.setenv("AIRFLOW_CONN_OTHER_CLUSTER", value)
         here = submit(3.0)
         other_hook = GangJobHook(conn_id="other_cluster")
-        built = spec(3.0)
-        podgroup = built.build_podgroup(
-            "there", NAMESPACE, labels=identity_labels("watch_cache", "t", "r", -1, 1)
-        )
-        assert podgroup is not None
-        other_hook.create_podgroup(podgroup, NAMESPACE)
-        created = other_hook.create_pytorchjob(
-            built.build_pytorchjob(
-                "there", NAMESPACE, labels=identity_labels("watch_cache", "t", "r", -1, 1)
-            ),
-            NAMESPACE,
+        labels = identity_labels("watch_cache", "t", "r", -1, 1)
+        created = submission.submit(
+            "there", gang_spec(3.0, workers=0), hook=other_hook, namespace=NAMESPACE, labels=labels
         )
         there = Submitted("there", created["metadata"]["uid"])
         seen: dict[str, int] = {}

@@ -32,13 +32,13 @@ from airflow_gang.timeline import gang_admitted_at
 from airflow_gang.triggers import gang, looks, watch_cache
 from airflow_gang.triggers.gang import GangJobTrigger
 from gang_sim.cluster import SimCluster
-from tests.e2e.test_connection_change import write_kubeconfig
-from tests.e2e.test_trigger_watches import provider_requests
-from tests.e2e.test_watch_cache import (  # noqa: F401  (the fixtures)
-    Submitted,
-    cluster,
+from tests.support.cluster import write_kubeconfig
+from tests.support.submission import Submitted
+from tests.support.triggers import provider_requests
+from tests.support.watch_cache import (  # noqa: F401  (the fixtures "cluster" and "submit")
     first_event,
-    submit,
+    sixteen_gpu_cluster,
+    submit_labelled_jobs,
     trigger_for,
 )
 from tests.tcp_relay import TcpRelay
@@ -88,7 +88,7 @@ async def same_look(
 
 
 def test_the_cache_decides_a_gangs_status_as_the_whole_objects_read_with_gets_do(
-    submit: Callable[..., Submitted],  # noqa: F811  (the fixture imported above)
+    submit: Callable[..., Submitted],
 ) -> None:
     job = submit(20.0)
     seen: dict[str, Any] = {}
@@ -148,7 +148,7 @@ def pods_of(api: k8s.ApiClient, jobs: list[Submitted]) -> int:
 
 
 def test_the_cache_lists_in_pages_each_one_request(
-    submit: Callable[..., Submitted],  # noqa: F811  (the fixture imported above)
+    submit: Callable[..., Submitted],
     api: k8s.ApiClient,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -175,7 +175,7 @@ def test_the_cache_lists_in_pages_each_one_request(
 
 
 def test_fifty_triggers_starting_together_share_their_connection_look_up(
-    submit: Callable[..., Submitted],  # noqa: F811  (the fixture imported above)
+    submit: Callable[..., Submitted],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     jobs = [submit(1.0) for _ in range(50)]
@@ -206,9 +206,9 @@ SLOW_POD_PAGES = {"latency": [{"verbs": ["list"], "resources": ["pods"], "rate":
 
 
 def test_triggers_wait_for_a_first_list_that_is_slow_but_getting_on_without_requests_of_their_own(
-    submit: Callable[..., Submitted],  # noqa: F811  (the fixture imported above)
+    submit: Callable[..., Submitted],
     api: k8s.ApiClient,
-    cluster: SimCluster,  # noqa: F811  (the fixture imported above)
+    cluster: SimCluster,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Every page of pods takes 1.5 s, one pod per page: the cache's first list takes longer than
@@ -251,7 +251,7 @@ async def until(probe: Callable[[], bool], timeout: float) -> None:
 
 @pytest.fixture
 def relayed(
-    cluster: SimCluster,  # noqa: F811 (the fixture)
+    cluster: SimCluster,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> Iterator[TcpRelay]:
@@ -271,7 +271,7 @@ def relayed(
 
 
 def test_watch_streams_cut_by_the_network_are_resumed_without_any_trigger_polling(
-    submit: Callable[..., Submitted],  # noqa: F811 (the fixture)
+    submit: Callable[..., Submitted],
     api: k8s.ApiClient,
     relayed: TcpRelay,
 ) -> None:

@@ -2,8 +2,8 @@
 
 No mocks: FastAPI's test client calls the app, the app reads the cluster through `GangJobHook`
 and the `kubernetes_default` connection, and the metadata DB that ``dag.test()`` filled. The
-faults a healthy simulator cannot show (a cluster without the CRDs, an RBAC 403) come from the
-hook tests' `FaultProxy` in front of it; an unreachable cluster is a closed port.
+faults a healthy simulator cannot show (a cluster without the CRDs, an RBAC 403) come from a
+`FaultProxy` (tests/support/fault_proxy.py) in front of it; an unreachable cluster is a closed port.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 import pytest
 import yaml
@@ -24,17 +23,8 @@ from airflow_gang.naming import RUN_ID_LABEL, safe_label_value
 from airflow_gang.plugins.app import create_app
 from airflow_gang.plugins.errors import classify
 from tests.plugins.conftest import ADMITTED_PHASES, OTHER_NAMESPACE, Scenario, free_port
-from tests.provider.test_hooks import Fault, FaultProxy, rbac_forbidden
-
-EXPECTED_STATES = {
-    "sweep[0]": "succeeded",
-    "sweep[1]": "succeeded",
-    "broken": "failed",
-    "train": "running",
-    "waiting[0]": "queued",
-    "waiting[1]": "queued",
-    "capped": "queued",
-}
+from tests.support.fault_proxy import Fault, FaultProxy, rbac_forbidden
+from tests.support.pages import EXPECTED_STATES, ti_url
 
 
 @pytest.fixture(scope="module")
@@ -46,11 +36,6 @@ def client(scenario: Scenario) -> Iterator[TestClient]:
 def by_key(scenario: Scenario, jobs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     keys = {name: key for key, name in scenario.jobs.items()}
     return {keys.get(job["name"], job["name"]): job for job in jobs}
-
-
-def ti_url(scenario: Scenario, task_id: str, map_index: int = -1) -> str:
-    path = f"/dags/{scenario.dag_id}/runs/{quote(scenario.run_id, safe='')}/tasks/{task_id}"
-    return f"{path}/mapped/{map_index}" if map_index >= 0 else path
 
 
 # -- the jobs table ----------------------------------------------------------------------------

@@ -42,7 +42,7 @@ from tests.plugins.conftest import (
     served,
     wait_for,
 )
-from tests.plugins.test_api import EXPECTED_STATES, ti_url
+from tests.support.pages import EXPECTED_STATES, ti_url
 
 SCREENSHOTS_DIR = "GANG_SCREENSHOTS_DIR"
 # Airflow 3's UI frames an external view (url_route) in an iframe sandboxed like this.

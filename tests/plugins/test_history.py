@@ -27,9 +27,9 @@ from airflow_gang.hooks.gang import GangJobHook
 from airflow_gang.naming import job_name
 from airflow_gang.plugins.app import create_app
 from airflow_gang.plugins.settings import UiSettings
-from airflow_gang.spec import GangJobSpec
 from gang_sim.cluster import SimCluster
 from tests.plugins.conftest import cluster_behind, css, script_errors, served, wait_for, write_scenario_dag
+from tests.support.submission import gang_spec, submit
 from tests.waiting import eventually
 
 DAG_ID = "gang_history_scenario"
@@ -365,22 +365,14 @@ def test_the_job_page_links_the_sensor_that_waits_for_the_job(ran: Ran, client: 
 def test_a_partly_placed_job_without_gang_is_stuck_holding_its_gpus(ran: Ran, client: TestClient) -> None:
     hook = GangJobHook(conn_id=None, kubernetes_conn_id=None, config_file=ran.cluster.kubeconfig_path)
 
-    def submit(name: str, workers: int) -> None:
-        spec = GangJobSpec(
-            image="ghcr.io/acme/train:1",
-            workers=workers,
-            resources={"nvidia.com/gpu": 1},
-            gang_scheduling="disabled",
-            pod_template={"metadata": {"annotations": {"sim.airflow-gang.io/duration": "600"}}},
-        )
-        hook.create_pytorchjob(spec.build_pytorchjob(name, NAMESPACE), NAMESPACE)
-
-    submit("holder", 0)  # one replica on one of the four GPUs
+    holder = gang_spec(600, workers=0, gang_scheduling="disabled")  # one replica on one of the four GPUs
+    submit("holder", holder, hook=hook, namespace=NAMESPACE)
     eventually(lambda: len(hook.list_job_pods("holder", NAMESPACE)) == 1, timeout=30)
     eventually(
         lambda: all(p["spec"].get("nodeName") for p in hook.list_job_pods("holder", NAMESPACE)), timeout=30
     )
-    submit("stuck", 3)  # four replicas: three fit, the fourth never does
+    # Four replicas: three fit, the fourth never does.
+    submit("stuck", gang_spec(600, workers=3, gang_scheduling="disabled"), hook=hook, namespace=NAMESPACE)
 
     def stuck_row() -> dict[str, Any] | None:
         jobs = rows(client, "?all=true")["jobs"]

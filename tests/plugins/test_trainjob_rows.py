@@ -36,24 +36,22 @@ from airflow_gang.trainjob_spec import TrainJobSpec
 from gang_sim.cluster import SimCluster
 from tests.metadata import migrate_db
 from tests.plugins.conftest import css, script_errors, served, wait_for
-from tests.provider.test_hooks import Fault, FaultProxy
+from tests.support.fault_proxy import Fault, FaultProxy
+from tests.support.submission import submit
 from tests.waiting import eventually
 
 NAMESPACE = "trainers"
-TRAINER = ("trainer.kubeflow.org", "v1alpha1")
 
 
 def sim(duration: str) -> dict[str, Any]:
     return {"metadata": {"annotations": {"sim.airflow-gang.io/duration": duration}}}
 
 
-def submit(cluster: SimCluster, name: str, **spec: Any) -> None:
+def submit_trainjob(hook: GangJobHook, name: str, **spec: Any) -> None:
+    """A TrainJob with the provider's identity labels, as `TrainJobOperator` submits it."""
     labels = identity_labels("ui_trainjobs", name.replace("-", "_"), "manual__1", -1, 1)
-    body = TrainJobSpec(
-        image="ghcr.io/acme/train:1", command=["torchrun", "train.py"], **spec
-    ).build_trainjob(name, NAMESPACE, extra_labels=labels)
-    with cluster.api_client() as api:
-        k8s.CustomObjectsApi(api).create_namespaced_custom_object(*TRAINER, NAMESPACE, "trainjobs", body)
+    trainjob = TrainJobSpec(image="ghcr.io/acme/train:1", command=["torchrun", "train.py"], **spec)
+    submit(name, trainjob, hook=hook, namespace=NAMESPACE, labels=labels)
 
 
 def reader_on(kubeconfig_path: str) -> ClusterReader:
@@ -77,19 +75,25 @@ def cluster() -> Iterator[SimCluster]:
         with running.api_client() as api:
             k8s.CoreV1Api(api).create_namespace({"metadata": {"name": NAMESPACE}})
         gpu = {"nvidia.com/gpu": 1}
-        submit(running, "tj-done", num_nodes=1, pod_template=sim("0.3"))
-        submit(running, "tj-train", num_nodes=2, resources_per_node=gpu, pod_template=sim("600"))
+        submitter = GangJobHook(conn_id=None, kubernetes_conn_id=None, config_file=running.kubeconfig_path)
+        submit_trainjob(submitter, "tj-done", num_nodes=1, pod_template=sim("0.3"))
+        submit_trainjob(submitter, "tj-train", num_nodes=2, resources_per_node=gpu, pod_template=sim("600"))
         reader = reader_on(running.kubeconfig_path)
         eventually(
             lambda: {row["name"]: row["state"] for row in _summaries(reader)}.get("tj-train") == "running",
             timeout=60,
             message="tj-train never ran",
         )
-        submit(
-            running, "tj-capped", num_nodes=4, resources_per_node=gpu, queue="research", pod_template=sim("5")
+        submit_trainjob(
+            submitter,
+            "tj-capped",
+            num_nodes=4,
+            resources_per_node=gpu,
+            queue="research",
+            pod_template=sim("5"),
         )
-        submit(
-            running,
+        submit_trainjob(
+            submitter,
             "tj-nogang",
             num_nodes=3,
             resources_per_node=gpu,

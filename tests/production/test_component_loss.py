@@ -25,10 +25,18 @@ from airflow_gang.gang_state import last_true_condition
 from gang_stack import AirflowStack
 from tests.production.conftest import HEARTBEAT_TIMEOUT, SWEEP
 from tests.production.dags import WORKER_LOSS_NO_RETRY, WORKER_LOSS_RETRY
-from tests.production.test_high_availability import triggers_held
-from tests.realstack.conftest import REAPER_INTERVAL, component_logs
-from tests.realstack.test_deployment import check_sweep_timelines, pid_of_task, results, states
-from tests.realstack.test_process_faults import created_jobs, job_of, live_job, result_of
+from tests.realstack.conftest import REAPER_INTERVAL
+from tests.support.cluster import job_of, live_job
+from tests.support.job_watches import created_jobs
+from tests.support.realstack import (
+    check_sweep_timelines,
+    component_logs,
+    pid_of_task,
+    result_of,
+    results,
+    states,
+    triggers_held,
+)
 from tests.waiting import eventually
 
 

@@ -13,23 +13,23 @@ import datetime as dt
 import os
 import signal
 import time
-from collections import Counter
 
 import pytest
 from kubernetes import client as k8s
 
 from gang_stack import AirflowStack
-from tests.e2e.test_scenarios import jobs_of
 from tests.production.conftest import SWEEP
-from tests.realstack.conftest import metadata_db
-from tests.realstack.test_deployment import (
+from tests.support.cluster import jobs_of
+from tests.support.job_watches import created_jobs
+from tests.support.realstack import (
     RACE_MESSAGE,
     check_sweep_timelines,
+    metadata_db,
     results,
     run_gang_sweep,
     states,
+    triggers_held,
 )
-from tests.realstack.test_process_faults import created_jobs
 from tests.waiting import eventually
 
 TRIGGERERS = ("triggerer", "triggerer-2")
@@ -42,11 +42,6 @@ def triggerer_heartbeats(stack: AirflowStack) -> dict[int, dt.datetime]:
         stack, "select id, latest_heartbeat from job where job_type = 'TriggererJob' and state = 'running'"
     )
     return {int(job_id): beat for job_id, beat in rows}
-
-
-def triggers_held(stack: AirflowStack) -> Counter[int]:
-    rows = metadata_db(stack, "select triggerer_id from trigger where triggerer_id is not null")
-    return Counter(int(row[0]) for row in rows)
 
 
 def job_rows_of_triggerers(stack: AirflowStack) -> dict[str, int]:

@@ -2,28 +2,22 @@
 
 No mocks: the hooks talk to a `SimCluster` through the official clients. Faults the simulator
 cannot produce on demand (503s, dropped connections, RBAC 403s, a cluster without the CRDs)
-come from `FaultProxy`, a small HTTP reverse proxy in front of it that answers or drops chosen
-requests and forwards the rest. The 403 and discovery rules are also tested as the pure
-functions they are.
+come from `FaultProxy` (tests/support/fault_proxy.py), a small HTTP reverse proxy in front of it
+that answers or drops chosen requests and forwards the rest. The 403 and discovery rules are also
+tested as the pure functions they are.
 """
 
 from __future__ import annotations
 
-import base64
 import contextlib
-import http.client
 import json
-import ssl
 import threading
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-import yaml
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
@@ -44,6 +38,8 @@ from airflow_gang.trainjob_spec import TrainJobSpec
 from airflow_gang.triggers.gang import GangJobTrigger
 from gang_sim.apiserver.server import start_apiserver
 from gang_sim.cluster import SimCluster
+from tests.support.fault_proxy import Fault, FaultProxy, rbac_forbidden
+from tests.support.submission import submit
 from tests.waiting import eventually
 
 NS = "default"
@@ -114,16 +110,14 @@ def job_spec(duration: float = 0.5, lines: tuple[str, ...] = LOG_LINES) -> GangJ
     )
 
 
-def submit(hook: GangJobHook, test_id: str, spec: GangJobSpec | None = None) -> tuple[str, dict[str, Any]]:
-    """PodGroup first, then the job, then the ownerReference: as the operator submits."""
+def submit_labelled(
+    hook: GangJobHook, test_id: str, spec: GangJobSpec | None = None
+) -> tuple[str, dict[str, Any]]:
+    """A job named and labelled for this test (the `test_id` fixture deletes what carries the
+    label): PodGroup first, then the job, then the ownerReference, as the operator submits."""
     name = f"hk-{test_id}-{uuid.uuid4().hex[:4]}"
-    spec = spec or job_spec()
     labels = {"test-id": test_id}
-    podgroup = spec.build_podgroup(name, NS, labels=labels)
-    assert podgroup is not None
-    hook.create_podgroup(podgroup, NS)
-    job = hook.create_pytorchjob(spec.build_pytorchjob(name, NS, labels=labels), NS)
-    hook.set_podgroup_owner(name, NS, job)
+    job = submit(name, spec or job_spec(), hook=hook, namespace=NS, labels=labels, own_podgroup=True)
     return name, job
 
 
@@ -133,94 +127,6 @@ def true_conditions(job: dict[str, Any] | None) -> list[str]:
 
 
 # -- a fault-injecting reverse proxy ------------------------------------------------------------
-
-
-@dataclass
-class Fault:
-    """Answer (``status``/``body``) or ``drop`` the next ``times`` requests matching method and path."""
-
-    method: str
-    path: str
-    status: int = 503
-    body: dict[str, Any] | None = None
-    drop: bool = False
-    forward_first: bool = False
-    times: int = 1
-
-
-class FaultProxy(ThreadingHTTPServer):
-    """Plain-HTTP reverse proxy to the simulator's HTTPS API server, recording every request."""
-
-    daemon_threads = True
-
-    def __init__(self, kubeconfig_path: str) -> None:
-        super().__init__(("127.0.0.1", 0), _ProxyHandler)
-        with open(kubeconfig_path, encoding="utf-8") as handle:
-            config = yaml.safe_load(handle)
-        cluster = config["clusters"][0]["cluster"]
-        self.upstream = urlsplit(cluster["server"])
-        self.ssl_context = ssl.create_default_context(
-            cadata=base64.b64decode(cluster["certificate-authority-data"]).decode()
-        )
-        cluster["server"] = f"http://127.0.0.1:{self.server_address[1]}"
-        del cluster["certificate-authority-data"]
-        self.config = config
-        self.faults: list[Fault] = []
-        self.seen: list[tuple[str, str]] = []
-        self.lock = threading.Lock()
-
-    def take_fault(self, method: str, path: str) -> Fault | None:
-        with self.lock:
-            self.seen.append((method, path))
-            for fault in self.faults:
-                if fault.times > 0 and fault.method == method and urlsplit(path).path == fault.path:
-                    fault.times -= 1
-                    return fault
-        return None
-
-    def forward(
-        self, method: str, path: str, headers: dict[str, str], body: bytes
-    ) -> tuple[int, list[tuple[str, str]], bytes]:
-        upstream = http.client.HTTPSConnection(
-            self.upstream.hostname, self.upstream.port, context=self.ssl_context, timeout=30
-        )
-        try:
-            upstream.request(method, path, body=body or None, headers=headers)
-            response = upstream.getresponse()
-            return response.status, response.getheaders(), response.read()
-        finally:
-            upstream.close()
-
-
-class _ProxyHandler(BaseHTTPRequestHandler):
-    server: FaultProxy
-
-    def log_message(self, format: str, *args: Any) -> None:  # quiet
-        pass
-
-    def _handle(self) -> None:
-        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection")}
-        fault = self.server.take_fault(self.command, self.path)
-        if fault is not None and fault.forward_first:
-            self.server.forward(self.command, self.path, headers, body)
-        if fault is not None and fault.drop:
-            self.close_connection = True  # no status line at all: the client sees a reset
-            return
-        if fault is not None:
-            status, out_headers, data = fault.status, [("Content-Type", "application/json")], b""
-            data = json.dumps(fault.body or {"kind": "Status", "code": fault.status}).encode()
-        else:
-            status, out_headers, data = self.server.forward(self.command, self.path, headers, body)
-        self.send_response(status)
-        for key, value in out_headers:
-            if key.lower() not in ("transfer-encoding", "connection", "content-length"):
-                self.send_header(key, value)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    do_GET = do_POST = do_PATCH = do_DELETE = do_PUT = _handle
 
 
 @pytest.fixture
@@ -249,25 +155,11 @@ def proxied_async_hook(proxy: FaultProxy) -> AsyncGangJobHook:
     return hook
 
 
-def rbac_forbidden(verb: str, resource: str, namespace: str) -> dict[str, Any]:
-    plural, _, group = resource.partition(".")
-    return {
-        "kind": "Status",
-        "apiVersion": "v1",
-        "status": "Failure",
-        "message": f'{resource} is forbidden: User "system:serviceaccount:airflow:worker" cannot {verb} '
-        f'resource "{plural}" in API group "{group}" in the namespace "{namespace}"',
-        "reason": "Forbidden",
-        "details": {"group": group, "kind": plural},
-        "code": 403,
-    }
-
-
 # -- PyTorchJob and PodGroup lifecycle (sync) ---------------------------------------------------
 
 
 def test_pytorchjob_is_created_found_and_deleted_once(hook: GangJobHook, test_id: str) -> None:
-    name, job = submit(hook, test_id)
+    name, job = submit_labelled(hook, test_id)
 
     assert job["metadata"]["uid"]
     assert hook.get_pytorchjob(name, NS)["metadata"]["uid"] == job["metadata"]["uid"]  # type: ignore[index]
@@ -301,7 +193,7 @@ def test_delete_with_another_uid_is_refused_with_409(hook: GangJobHook, test_id:
 def test_second_create_of_the_same_name_raises_409_for_the_caller_to_adopt(
     hook: GangJobHook, test_id: str
 ) -> None:
-    name, _ = submit(hook, test_id)
+    name, _ = submit_labelled(hook, test_id)
     with pytest.raises(GangApiError) as conflict:
         hook.create_pytorchjob(job_spec().build_pytorchjob(name, NS, labels={"test-id": test_id}), NS)
     assert conflict.value.status == 409
@@ -309,7 +201,7 @@ def test_second_create_of_the_same_name_raises_409_for_the_caller_to_adopt(
 
 
 def test_deleting_the_job_garbage_collects_the_owned_podgroup(hook: GangJobHook, test_id: str) -> None:
-    name, job = submit(hook, test_id)
+    name, job = submit_labelled(hook, test_id)
     owners = hook.get_podgroup(name, NS)["metadata"]["ownerReferences"]  # type: ignore[index]
     assert owners == [
         {
@@ -362,7 +254,7 @@ def test_invalid_job_keeps_the_servers_causes(hook: GangJobHook, test_id: str) -
 
 
 def run_to_completion(hook: GangJobHook, test_id: str, duration: float = 0.5) -> str:
-    name, _ = submit(hook, test_id, job_spec(duration))
+    name, _ = submit_labelled(hook, test_id, job_spec(duration))
     eventually(lambda: "Succeeded" in true_conditions(hook.get_pytorchjob(name, NS)), timeout=20)
     return name
 
@@ -384,7 +276,7 @@ def test_pods_events_and_logs_of_a_finished_job(hook: GangJobHook, test_id: str)
 
 
 def test_stream_pod_log_follows_the_running_container_to_its_end(hook: GangJobHook, test_id: str) -> None:
-    name, _ = submit(hook, test_id, job_spec(duration=2.0))
+    name, _ = submit_labelled(hook, test_id, job_spec(duration=2.0))
     master = f"{name}-master-0"
     eventually(
         lambda: any(
@@ -443,7 +335,7 @@ async def test_watch_yields_added_then_modified_with_resource_versions(
     assert items == []
     assert version.isdigit()
 
-    name, _ = submit(hook, test_id)
+    name, _ = submit_labelled(hook, test_id)
     seen: list[tuple[str, str]] = []
     async with contextlib.aclosing(
         async_hook.watch(

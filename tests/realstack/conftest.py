@@ -15,19 +15,16 @@ import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-import sqlalchemy
 from kubernetes import client as k8s
 
 from gang_sim.cluster import SimCluster
 from gang_stack import AirflowStack
 from gang_stack.settings import kubernetes_connection
-from tests.e2e.conftest import NOTHING, leftovers
-from tests.e2e.test_scenarios import PODGROUPS, PYTORCHJOBS
-from tests.realstack.chaos import CHAOS_DAG_FILES
 from tests.realstack.dags import DAG_FILES, GANG_FLAG_CONNECTION
+from tests.support.benchmarks import benchmark_module
+from tests.support.cluster import NOTHING, PODGROUPS, PYTORCHJOBS, leftovers
 from tests.waiting import eventually
 
 # Nothing of either job kind: PyTorchJobs, TrainJobs and their JobSets, PodGroups, pods.
@@ -38,6 +35,8 @@ REPO = Path(__file__).resolve().parents[2]
 EXAMPLE_DAGS = ("gang_vs_deadlock", "gang_vs_deadlock_trainjob", "param_sweep", "retrain_daily")
 # The scheduler's reaper sweeps this often here (default 30 s) so tests wait seconds, not minutes.
 REAPER_INTERVAL = 3
+# The chaos engine's DAGs (benchmarks/chaos.py; tests/realstack/test_chaos.py runs it here).
+CHAOS_DAG_FILES: dict[str, str] = benchmark_module("chaos").CHAOS_DAG_FILES
 
 
 @pytest.fixture(scope="package")
@@ -148,23 +147,5 @@ def sweep(client: k8s.ApiClient) -> None:
     eventually(lambda: leftovers(client) == EMPTY, timeout=60, message=f"could not sweep {leftovers(client)}")
 
 
-def component_logs(stack: AirflowStack) -> str:
-    return "\n".join(
-        f"--- {name}\n{stack.component_log(name)[-4000:]}" for name in ("scheduler", "triggerer")
-    )
-
-
 def stack_dir(stack: AirflowStack) -> Path:
     return stack.home
-
-
-def metadata_db(stack: AirflowStack, sql: str, **params: Any) -> list[tuple[Any, ...]]:
-    """Run ``sql`` (``:name`` parameters) on the stack's metadata database, SQLite or PostgreSQL,
-    committed; the rows it returned (none for an UPDATE)."""
-    engine = sqlalchemy.create_engine(stack.settings.database)
-    try:
-        with engine.begin() as connection:
-            result = connection.execute(sqlalchemy.text(sql), params)
-            return [tuple(row) for row in result] if result.returns_rows else []
-    finally:
-        engine.dispose()

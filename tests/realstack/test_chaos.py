@@ -1,4 +1,4 @@
-"""Seeded chaos lifecycles on the package's real stack (see chaos.py and conftest.py).
+"""Seeded chaos lifecycles on the package's real stack (see benchmarks/chaos.py and conftest.py).
 
 Thirty-odd DAG runs (success, replica failure, admission timeout then retry, kill, clear; sync
 and deferrable; provider and training-operator gangs), six at a time, while the API server
@@ -17,8 +17,8 @@ import pytest
 
 from gang_sim.cluster import SimCluster
 from gang_stack import AirflowStack
-from tests.realstack.chaos import run_chaos
-from tests.realstack.conftest import component_logs
+from tests.support.benchmarks import benchmark_module
+from tests.support.realstack import component_logs
 
 SEED = int(os.environ.get("GANG_CHAOS_SEED", "25"))
 LIFECYCLES = int(os.environ.get("GANG_CHAOS_LIFECYCLES", "30"))
@@ -28,7 +28,8 @@ CONCURRENCY = 6
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_seeded_chaos_lifecycles_keep_the_deletion_rule(cluster: SimCluster, stack: AirflowStack) -> None:
-    report = run_chaos(cluster, stack, seed=SEED, lifecycles=LIFECYCLES, concurrency=CONCURRENCY)
+    chaos = benchmark_module("chaos")  # the engine benchmarks/bench_chaos.py runs too
+    report = chaos.run_chaos(cluster, stack, seed=SEED, lifecycles=LIFECYCLES, concurrency=CONCURRENCY)
     table = report.table()
     print(table)
     missed = report.missed_targets()

@@ -31,8 +31,8 @@ from airflow_gang.reaper import STATE_STORE_JOB_KEY
 from gang_sim.cluster import SimCluster
 from gang_stack import AirflowStack
 from gang_stack.settings import load_secrets
-from tests.realstack.conftest import component_logs, metadata_db
 from tests.realstack.dags import INLINE_KUBECONFIG_CONN_ID
+from tests.support.realstack import component_logs, metadata_db
 from tests.waiting import eventually
 
 DAG_ID = "rs_inline_credentials"

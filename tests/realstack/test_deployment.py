@@ -14,76 +14,35 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import itertools
 import os
 import re
 import signal
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from kubernetes import client as k8s
 
 from airflow_gang.hooks.client_pool import USER_AGENT
-from airflow_gang.timeline import parse_time
 from gang_sim.cluster import SimCluster
 from gang_stack import AirflowStack
-from tests.e2e.conftest import leftovers
-from tests.e2e.test_scenarios import delete_job, jobs_of
-from tests.realstack.conftest import EMPTY, REAPER_INTERVAL, component_logs, metadata_db
+from tests.realstack.conftest import EMPTY, REAPER_INTERVAL
 from tests.sim.apiserver.helpers import call
+from tests.support.cluster import cluster_blocker, delete_blocker, delete_job, jobs_of, leftovers
+from tests.support.realstack import (
+    RACE_MESSAGE,
+    SWEEP_TIMEOUT,
+    check_sweep_timelines,
+    metadata_db,
+    pid_of_task,
+    run_gang_sweep,
+    states,
+)
 from tests.waiting import eventually
 
-RACE_MESSAGE = "finished with state success, but the task instance's state attribute is"
 BLOCKED = re.compile(r"async thread was blocked for ([0-9.]+) seconds")
-SWEEP_TIMEOUT = 240.0
-NODES = ("sim-node-1", "sim-node-2")
-
-
-def results(stack: AirflowStack, dag_id: str, run_id: str, count: int) -> list[dict[str, Any]]:
-    values = []
-    for index in range(count):
-        path = (
-            f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/train/xcomEntries/return_value"
-            f"?map_index={index}&deserialize=true"
-        )
-        values.append(stack.client.call("GET", path)["value"])
-    return values
-
-
-def states(stack: AirflowStack, dag_id: str, run_id: str) -> list[str | None]:
-    tis = sorted(stack.client.task_instances(dag_id, run_id), key=lambda ti: ti["map_index"])
-    return [ti["state"] for ti in tis]
-
-
-def run_gang_sweep(stack: AirflowStack, dag_id: str = "rs_gang_sweep") -> tuple[str, list[dict[str, Any]]]:
-    run_id = stack.client.trigger(dag_id)
-    state = stack.client.wait_for_run(dag_id, run_id, timeout=SWEEP_TIMEOUT)
-    assert states(stack, dag_id, run_id) == ["success"] * 6, component_logs(stack)
-    assert state == "success"
-    return run_id, results(stack, dag_id, run_id, 6)
-
-
-def check_sweep_timelines(values: list[dict[str, Any]]) -> None:
-    """Each job's times come from the cluster; no two gangs held the pool at once."""
-    spans = []
-    for value in values:
-        submitted, admitted, finished = (
-            parse_time(value[key]) for key in ("submitted_at", "admitted_at", "finished_at")
-        )
-        assert submitted is not None
-        assert admitted is not None
-        assert finished is not None
-        assert submitted <= admitted <= finished, value
-        # A 3 s job at one-second resolution: neither 0 (admission stamped at the end) nor long.
-        assert 2.0 <= value["run_seconds"] <= 6.0, value
-        spans.append((admitted, finished))
-    spans.sort()
-    for (_, end), (start, _) in itertools.pairwise(spans):
-        assert start >= end - dt.timedelta(seconds=1), f"two gangs overlapped: {spans}"
 
 
 def provider_open_watches(api: k8s.ApiClient) -> int:
@@ -194,20 +153,6 @@ def test_without_gangs_the_pool_deadlocks_and_admission_timeouts_clear_it(
     assert failed, "six partial placements on a 4-GPU pool never deadlocked"
     # The deadlock itself: jobs that timed out had some, never all, of their replicas bound.
     assert any(re.search(r"was not admitted .*bound=[123]/4", log) for log in logs), logs[0][-3000:]
-
-
-def pid_of_task(ti_id: str) -> int | None:
-    """The task process: its title is ``airflow worker -- <ti id>`` (the id is a UUID)."""
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            title = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except OSError:
-            continue
-        if title.startswith(f"airflow worker -- {ti_id}"):
-            return int(entry.name)
-    return None
 
 
 def live_job(api: k8s.ApiClient, task_id: str) -> str:
@@ -394,44 +339,6 @@ def page_states(stack: AirflowStack, dag_id: str, run_id: str) -> Iterator[list[
     finally:
         stop.set()
         poller.join(timeout=30)
-
-
-def cluster_blocker(api: k8s.ApiClient, seconds: float) -> str:
-    """A plain pod holding all four GPUs for ``seconds`` (as another team's job would)."""
-    core = k8s.CoreV1Api(api)
-    name = "blocker"
-    for node in NODES:
-        core.create_namespaced_pod(
-            "default",
-            {
-                "metadata": {
-                    "name": f"{name}-{node}",
-                    "annotations": {"sim.airflow-gang.io/duration": str(seconds)},
-                },
-                "spec": {
-                    "nodeName": node,
-                    "restartPolicy": "Never",
-                    "containers": [
-                        {
-                            "name": "hold",
-                            "image": "busybox",
-                            "resources": {"limits": {"nvidia.com/gpu": 2}, "requests": {"nvidia.com/gpu": 2}},
-                        }
-                    ],
-                },
-            },
-        )
-    return name
-
-
-def delete_blocker(api: k8s.ApiClient, name: str) -> None:
-    core = k8s.CoreV1Api(api)
-    for node in NODES:
-        try:
-            core.delete_namespaced_pod(f"{name}-{node}", "default", grace_period_seconds=0)
-        except k8s.ApiException as error:
-            if error.status != 404:
-                raise
 
 
 def test_a_failed_replica_is_named_in_the_task_failure(stack: AirflowStack, api: k8s.ApiClient) -> None:

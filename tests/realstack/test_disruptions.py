@@ -37,8 +37,8 @@ from airflow_gang.naming import DAG_ID_LABEL, TRY_NUMBER_LABEL, safe_label_value
 from gang_sim.cluster import SimCluster
 from gang_sim.drain import cordon, drain_node
 from gang_stack import AirflowStack
-from tests.e2e.test_scenarios import PYTORCHJOBS
-from tests.realstack.conftest import component_logs
+from tests.support.cluster import PYTORCHJOBS
+from tests.support.realstack import component_logs
 from tests.waiting import eventually
 
 RUN_TIMEOUT = 180.0

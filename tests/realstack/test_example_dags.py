@@ -15,7 +15,7 @@ import pytest
 from kubernetes import client as k8s
 
 from gang_stack import AirflowStack
-from tests.realstack.conftest import component_logs
+from tests.support.realstack import component_logs
 
 
 def xcom(stack: AirflowStack, dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> Any:

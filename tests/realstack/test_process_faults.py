@@ -17,111 +17,41 @@ not inferred from what is left at the end.
 
 from __future__ import annotations
 
-import datetime as dt
 import os
-import re
 import signal
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
 
 from kubernetes import client as k8s
-from kubernetes import watch as k8s_watch
 
 from airflow_gang.gang_state import last_true_condition
-from airflow_gang.naming import DAG_ID_LABEL, TASK_ID_LABEL, TRY_NUMBER_LABEL, safe_label_value
 from airflow_gang.timeline import parse_time
 from gang_stack import AirflowStack
-from tests.e2e.test_scenarios import jobs_of
-from tests.realstack.conftest import component_logs
 from tests.realstack.dags import SMALL_QUOTA_QUEUE
-from tests.realstack.test_deployment import pid_of_task
+from tests.support.cluster import job_of, jobs_of, live_job
+from tests.support.job_watches import created_jobs
+from tests.support.realstack import (
+    ADMISSION_TIMEOUT,
+    DELETE_SLACK,
+    DOWN_SECONDS,
+    RESUME_SLACK,
+    TAKEOVER,
+    TRIGGER_STARTED,
+    component_logs,
+    pid_of_task,
+    result_of,
+    utc_now,
+)
 from tests.waiting import eventually
 
-PYTORCHJOBS = ("kubeflow.org", "v1", "default", "pytorchjobs")
 QUEUES = ("scheduling.volcano.sh", "v1beta1", "queues")
 TRIGGERER_DAG = "rs_triggerer_kill"
 FITTING = ("fits_0", "fits_1")
 NEVER_ADMITTED = "never_admitted"
-ADMISSION_TIMEOUT = dt.timedelta(seconds=50)  # as in the DAG
-DOWN_SECONDS = 10.0
-# From the deadline until the trigger has deleted the job: it sleeps until the deadline, deletes
-# and confirms (a second or two); more on two busy cores.
-DELETE_SLACK = dt.timedelta(seconds=10)
-# From the deletion until the task has failed on a worker: the scheduler queues the resumed try,
-# a task process starts and raises.
-RESUME_SLACK = dt.timedelta(seconds=30)
-# [triggerer] triggerer_health_check_threshold (30 s) plus a few triggerer loops.
-TAKEOVER = dt.timedelta(seconds=35)
 SYNC_DAG = "rs_sync_task_kill"
 CLEAR_DAG = "rs_clear_triggerer_down"
-TRIGGER_STARTED = re.compile(r"\(ID \d+\) starting")
-
-
-@dataclass
-class CreatedJobs:
-    """PyTorchJobs seen created (ADDED) by a watch: (task id, try number, uid), in order."""
-
-    seen: list[tuple[str, str, str]] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
-
-    def uids(self, task_id: str) -> list[str]:
-        return [uid for task, _, uid in self.seen if task == task_id]
-
-
-@contextmanager
-def created_jobs(api: k8s.ApiClient, dag_id: str) -> Iterator[CreatedJobs]:
-    """Watch every PyTorchJob of ``dag_id`` created while the block runs.
-
-    A list gives the starting resourceVersion, so nothing created after it is missed, however
-    briefly it lives; an interrupted watch resumes from the last version it saw.
-    """
-    custom = k8s.CustomObjectsApi(api)
-    selector = f"{DAG_ID_LABEL}={safe_label_value(dag_id)}"
-    listed = custom.list_namespaced_custom_object(*PYTORCHJOBS, label_selector=selector)
-    found = CreatedJobs()
-    for job in listed["items"]:
-        found.errors.append(f"job {job['metadata']['name']} existed before the test")
-    version = listed["metadata"]["resourceVersion"]
-    stop = threading.Event()
-
-    def follow() -> None:
-        nonlocal version
-        while not stop.is_set():
-            try:
-                for event in k8s_watch.Watch().stream(
-                    custom.list_namespaced_custom_object,
-                    *PYTORCHJOBS,
-                    label_selector=selector,
-                    resource_version=version,
-                    timeout_seconds=2,
-                ):
-                    metadata = event["object"]["metadata"]
-                    version = metadata.get("resourceVersion", version)
-                    if event["type"] == "ADDED":
-                        labels = metadata.get("labels") or {}
-                        found.seen.append(
-                            (
-                                labels.get(TASK_ID_LABEL, "?"),
-                                labels.get(TRY_NUMBER_LABEL, "?"),
-                                metadata["uid"],
-                            )
-                        )
-            except Exception as error:  # a 410 would mean lost events: the test must not pass on it
-                found.errors.append(repr(error))
-                return
-
-    watcher = threading.Thread(target=follow, name=f"watch-{dag_id}", daemon=True)
-    watcher.start()
-    try:
-        yield found
-    finally:
-        stop.set()
-        watcher.join(timeout=10)
 
 
 @contextmanager
@@ -141,27 +71,6 @@ def volcano_queue(api: k8s.ApiClient, name: str, capability: dict[str, str]) -> 
         custom.delete_cluster_custom_object(*QUEUES, name)
 
 
-def job_of(api: k8s.ApiClient, dag_id: str, task_id: str) -> dict[str, Any] | None:
-    jobs = [job for job in jobs_of(api, dag_id) if job["metadata"]["labels"].get(TASK_ID_LABEL) == task_id]
-    assert len(jobs) <= 1, [job["metadata"]["name"] for job in jobs]
-    return jobs[0] if jobs else None
-
-
-def live_job(api: k8s.ApiClient, dag_id: str, task_id: str) -> dict[str, Any]:
-    job = eventually(lambda: job_of(api, dag_id, task_id), timeout=60, message=f"no job for {task_id}")
-    assert job is not None
-    return job
-
-
-def result_of(stack: AirflowStack, dag_id: str, run_id: str, task_id: str) -> dict[str, Any]:
-    path = (
-        f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/xcomEntries/return_value"
-        "?deserialize=true"
-    )
-    value: dict[str, Any] = stack.client.call("GET", path)["value"]
-    return value
-
-
 def trigger_starts(stack: AirflowStack, run_id: str, task_id: str) -> list[str]:
     """The triggerer's "(ID n) starting" lines in the task's log: one per triggerer that ran it."""
     return TRIGGER_STARTED.findall(stack.client.task_log(TRIGGERER_DAG, run_id, task_id, 1))
@@ -172,10 +81,6 @@ def trigger_is_waiting(stack: AirflowStack, run_id: str, task_id: str, job_name:
     log = stack.client.task_log(TRIGGERER_DAG, run_id, task_id, 1)
     started = list(TRIGGER_STARTED.finditer(log))
     return len(started) == 1 and job_name in log[started[0].end() :]
-
-
-def utc_now() -> dt.datetime:
-    return dt.datetime.now(dt.UTC)
 
 
 def test_a_triggerer_killed_while_gangs_wait_deferred_is_replaced_and_every_wait_ends_right(

@@ -40,19 +40,21 @@ from airflow_gang.naming import DAG_ID_LABEL, TASK_ID_LABEL, TRY_NUMBER_LABEL, s
 from airflow_gang.timeline import parse_time
 from gang_sim.cluster import SimCluster
 from gang_stack import AirflowStack
-from tests.realstack.conftest import REAPER_INTERVAL, TRAINJOBS, component_logs, metadata_db
-from tests.realstack.test_deployment import pid_of_task
-from tests.realstack.test_process_faults import (
+from tests.realstack.conftest import REAPER_INTERVAL, TRAINJOBS
+from tests.support.cluster import trainjobs_of
+from tests.support.realstack import (
     ADMISSION_TIMEOUT,
     DELETE_SLACK,
     DOWN_SECONDS,
     RESUME_SLACK,
     TAKEOVER,
     TRIGGER_STARTED,
+    component_logs,
+    metadata_db,
+    pid_of_task,
     result_of,
     utc_now,
 )
-from tests.realstack.test_trainjobs import trainjobs_of
 from tests.waiting import eventually
 
 OUTAGE_DAG = "rs_trainjob_outage"

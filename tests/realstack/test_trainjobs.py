@@ -25,21 +25,12 @@ from kubernetes import client as k8s
 
 from airflow_gang.timeline import parse_time
 from gang_stack import AirflowStack
-from tests.e2e.conftest import leftovers
-from tests.realstack.conftest import EMPTY, component_logs
-from tests.realstack.test_deployment import cluster_blocker, delete_blocker
+from tests.realstack.conftest import EMPTY
+from tests.support.cluster import cluster_blocker, delete_blocker, leftovers, trainjobs_of
+from tests.support.realstack import component_logs
 from tests.waiting import eventually
 
 SEED_DAG = "gang_vs_deadlock_trainjob"
-TRAINER = ("trainer.kubeflow.org", "v1alpha1", "default", "trainjobs")
-DAG_ID_LABEL = "airflow-gang.io/dag-id"
-
-
-def trainjobs_of(api: k8s.ApiClient, dag_id: str) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = k8s.CustomObjectsApi(api).list_namespaced_custom_object(
-        *TRAINER, label_selector=f"{DAG_ID_LABEL}={dag_id}"
-    )["items"]
-    return items
 
 
 def task_states(stack: AirflowStack, dag_id: str, run_id: str) -> dict[str, str | None]:

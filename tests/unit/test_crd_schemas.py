@@ -13,49 +13,19 @@ from typing import Any
 
 import jsonschema
 import pytest
-import yaml
 
 from airflow_gang.spec import GangJobSpec
-
-
-def _schema(crds: Path, filename: str, version: str) -> dict[str, Any]:
-    crd = yaml.safe_load((crds / filename).read_text())
-    for candidate in crd["spec"]["versions"]:
-        if candidate["name"] == version:
-            schema: dict[str, Any] = candidate["schema"]["openAPIV3Schema"]
-            return schema
-    raise AssertionError(f"{filename} has no version {version}")
-
-
-def pruned_fields(value: Any, schema: dict[str, Any], path: str = "") -> list[str]:
-    """Paths the apiserver would prune because the structural schema does not declare them."""
-    if schema.get("x-kubernetes-preserve-unknown-fields"):
-        return []
-    found: list[str] = []
-    if isinstance(value, dict):
-        properties = schema.get("properties")
-        additional = schema.get("additionalProperties")
-        for key, item in value.items():
-            if properties is not None and key in properties:
-                found += pruned_fields(item, properties[key], f"{path}.{key}")
-            elif isinstance(additional, dict):
-                found += pruned_fields(item, additional, f"{path}.{key}")
-            elif properties is not None and path != ".metadata":
-                found.append(f"{path}.{key}")
-    elif isinstance(value, list) and isinstance(schema.get("items"), dict):
-        for index, item in enumerate(value):
-            found += pruned_fields(item, schema["items"], f"{path}[{index}]")
-    return found
+from tests.support.crd_schemas import crd_schema, pruned_fields
 
 
 @pytest.fixture(scope="module")
 def pytorchjob_schema(shared_crds: Path) -> dict[str, Any]:
-    return _schema(shared_crds, "kubeflow.org_pytorchjobs.yaml", "v1")
+    return crd_schema(shared_crds, "kubeflow.org_pytorchjobs.yaml", "v1")
 
 
 @pytest.fixture(scope="module")
 def podgroup_schema(shared_crds: Path) -> dict[str, Any]:
-    return _schema(shared_crds, "scheduling.volcano.sh_podgroups.yaml", "v1beta1")
+    return crd_schema(shared_crds, "scheduling.volcano.sh_podgroups.yaml", "v1beta1")
 
 
 RICH = GangJobSpec(
