@@ -17,10 +17,10 @@ from gang_sim.controllers.core.kube_scheduler import KubeScheduler
 from gang_sim.controllers.core.node_lifecycle import DEFAULT_GRACE_PERIOD, NodeLifecycleController
 from gang_sim.controllers.core.pod_gc import PodGC
 from gang_sim.controllers.core.taint_eviction import TaintEvictionController
-from gang_sim.controllers.jobset_controller import JobSetController
 from gang_sim.controllers.kubelet.kubelet import Kubelet
 from gang_sim.controllers.manager import ControllerFactory
-from gang_sim.controllers.trainer import Trainer
+from gang_sim.controllers.trainer.jobset_controller import JobSetController
+from gang_sim.controllers.trainer.trainjob_controller import Trainer
 from gang_sim.controllers.training_operator import TrainingOperator
 from gang_sim.controllers.volcano import Volcano
 

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from gang_sim.controllers.batch.job_plan import format_indexes, parse_indexes, plan_job
-from gang_sim.controllers.jobset_plan import plan_jobset
 from gang_sim.controllers.kubelet import rendezvous
-from gang_sim.controllers.trainjob_build import build_jobset, build_podgroup
+from gang_sim.controllers.trainer.jobset_plan import plan_jobset
+from gang_sim.controllers.trainer.trainjob_build import build_jobset, build_podgroup
 from gang_sim.trainer_runtimes import torch_runtime
 
 NOW = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)

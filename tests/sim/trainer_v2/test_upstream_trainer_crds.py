@@ -20,7 +20,7 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
 from gang_sim.apiserver.server import ApiServerHandle, start_apiserver
-from gang_sim.controllers.trainjob_build import build_jobset, build_podgroup
+from gang_sim.controllers.trainer.trainjob_build import build_jobset, build_podgroup
 from gang_sim.trainer_runtimes import default_runtimes
 from tests.sim.trainer_v2.manifests import JOBSET, TRAINER, VOLCANO, trainjob
 

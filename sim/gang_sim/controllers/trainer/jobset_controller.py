@@ -17,11 +17,11 @@ from typing import Any
 from gang_sim.controllers.client import JsonDict, KubeClient
 from gang_sim.controllers.concurrency import in_parallel
 from gang_sim.controllers.informer import Cache, deep_get
-from gang_sim.controllers.jobset_build import subdomain
-from gang_sim.controllers.jobset_plan import plan_jobset
 from gang_sim.controllers.kinds import JOBS, JOBSETS, SERVICES, Kind, object_key
 from gang_sim.controllers.object_controller import ObjectController
 from gang_sim.controllers.ownership import controlled_by, controller_uid
+from gang_sim.controllers.trainer.jobset_build import subdomain
+from gang_sim.controllers.trainer.jobset_plan import plan_jobset
 
 log = logging.getLogger(__name__)
 

@@ -29,7 +29,7 @@ from typing import Any
 
 from gang_sim.controllers import metav1_conditions
 from gang_sim.controllers.clock import rfc3339
-from gang_sim.controllers.jobset_build import (
+from gang_sim.controllers.trainer.jobset_build import (
     REPLICATED_JOB_NAME_KEY,
     RESTARTS_KEY,
     build_job,

@@ -25,7 +25,7 @@ with the TrainJob applied as the trainer's plugins apply it (kubeflow/trainer
 Pod templates also get the label ``trainer.kubeflow.org/trainjob-name: <trainjob>`` (newer
 Trainer releases set it too) and, a simulator convenience, the TrainJob's own
 ``sim.airflow-gang.io/*`` annotations, so the script runtime's duration, exit code and log can
-be set per TrainJob as they are per PyTorchJob (``kubelet/script_runtime.py``).
+be set per TrainJob as they are per PyTorchJob (``../kubelet/script_runtime.py``).
 """
 
 from __future__ import annotations

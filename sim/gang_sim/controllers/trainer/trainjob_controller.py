@@ -50,8 +50,8 @@ from gang_sim.controllers.kinds import (
 )
 from gang_sim.controllers.object_controller import ObjectController
 from gang_sim.controllers.ownership import controller_uid, is_controlled_by, owner_reference
-from gang_sim.controllers.trainjob_build import build_jobset, build_podgroup, uses_volcano
-from gang_sim.controllers.trainjob_status import is_finished, next_status, without_failed
+from gang_sim.controllers.trainer.trainjob_build import build_jobset, build_podgroup, uses_volcano
+from gang_sim.controllers.trainer.trainjob_status import is_finished, next_status, without_failed
 
 log = logging.getLogger(__name__)
 
