@@ -21,7 +21,7 @@ from gang_sim.controllers.kubelet.kubelet import Kubelet
 from gang_sim.controllers.manager import ControllerFactory
 from gang_sim.controllers.trainer.jobset_controller import JobSetController
 from gang_sim.controllers.trainer.trainjob_controller import Trainer
-from gang_sim.controllers.training_operator import TrainingOperator
+from gang_sim.controllers.training_operator.pytorchjob_controller import TrainingOperator
 from gang_sim.controllers.volcano import Volcano
 
 Runtime = Literal["script", "process"]

@@ -17,7 +17,7 @@ from kubernetes.client.rest import ApiException
 
 from gang_sim.apiserver.server import ApiServerHandle
 from gang_sim.controllers.manager import ControllerManager
-from gang_sim.controllers.training_operator import TrainingOperator
+from gang_sim.controllers.training_operator.pytorchjob_controller import TrainingOperator
 from tests.waiting import eventually
 
 JsonDict = dict[str, Any]

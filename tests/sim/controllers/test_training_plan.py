@@ -10,9 +10,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gang_sim.controllers.creation_batch import interleave
-from gang_sim.controllers.pytorchjob_resources import min_resources, pytorch_env, replica_specs
-from gang_sim.controllers.pytorchjob_status import ConditionType, Reason, set_condition
-from gang_sim.controllers.training_plan import PlanInputs, plan_job
+from gang_sim.controllers.training_operator.pytorchjob_plan import PlanInputs, plan_job
+from gang_sim.controllers.training_operator.pytorchjob_resources import (
+    min_resources,
+    pytorch_env,
+    replica_specs,
+)
+from gang_sim.controllers.training_operator.pytorchjob_status import ConditionType, Reason, set_condition
 
 JsonDict = dict[str, Any]
 NOW = dt.datetime(2026, 1, 1, 12, 0, 0, tzinfo=dt.UTC)

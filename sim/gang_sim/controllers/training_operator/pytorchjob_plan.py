@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gang_sim.controllers.clock import rfc3339
-from gang_sim.controllers.pytorchjob_resources import (
+from gang_sim.controllers.training_operator.pytorchjob_resources import (
     build_pod,
     build_podgroup,
     build_service,
@@ -45,7 +45,7 @@ from gang_sim.controllers.pytorchjob_resources import (
     replica_selector,
     replica_specs,
 )
-from gang_sim.controllers.pytorchjob_status import (
+from gang_sim.controllers.training_operator.pytorchjob_status import (
     ConditionType,
     Reason,
     backoff_message,
@@ -62,7 +62,7 @@ from gang_sim.controllers.pytorchjob_status import (
     suspended_message,
     update_conditions,
 )
-from gang_sim.controllers.replica_pods import (
+from gang_sim.controllers.training_operator.replica_pods import (
     deleting,
     is_retryable,
     name_of,

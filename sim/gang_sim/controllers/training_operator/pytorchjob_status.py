@@ -1,7 +1,7 @@
 """PyTorchJob status vocabulary as pure functions: conditions, replica statuses, timestamps.
 
 These mirror the training-operator v1.9 helpers (``pkg/util/status.go``, ``pkg/core/status.go``)
-that every decision of `training_plan` goes through, so the conditions a client reads carry the
+that every decision of `pytorchjob_plan` goes through, so the conditions a client reads carry the
 real types, reasons and messages (DOMAIN.md §4). Nothing here does I/O or reads a clock: the
 caller passes ``now``.
 """

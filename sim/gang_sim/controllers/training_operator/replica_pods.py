@@ -1,6 +1,6 @@
 """Reading the pods of a PyTorchJob: replica slots, phases, exit codes, restart counts.
 
-Pure helpers for `training_plan`; the exit code is the ``pytorch`` container's, as the
+Pure helpers for `pytorchjob_plan`; the exit code is the ``pytorch`` container's, as the
 training-operator reads it, from the statuses the (simulated) kubelet writes.
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gang_sim.controllers.pytorchjob_resources import (
+from gang_sim.controllers.training_operator.pytorchjob_resources import (
     CONTAINER,
     REPLICA_INDEX_LABEL,
     REPLICA_TYPE_LABEL,

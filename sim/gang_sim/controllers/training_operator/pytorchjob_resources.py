@@ -15,7 +15,12 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from gang_sim.controllers.pytorchjob_status import MASTER, REPLICA_TYPES, WORKER, format_selector
+from gang_sim.controllers.training_operator.pytorchjob_status import (
+    MASTER,
+    REPLICA_TYPES,
+    WORKER,
+    format_selector,
+)
 from gang_sim.quantity import sum_resources
 
 JsonDict = dict[str, Any]

@@ -1,4 +1,4 @@
-"""The simulated Kubeflow training-operator (v1, PyTorchJob only): the I/O around `training_plan`.
+"""The simulated Kubeflow training-operator (v1, PyTorchJob only): the I/O around `pytorchjob_plan`.
 
 Each round it reads PyTorchJobs, pods, services (and, with ``gang_scheduler_name="volcano"``,
 PodGroups and PriorityClasses) from the shared cache, asks `plan_job` what every job needs, and
@@ -68,9 +68,13 @@ from gang_sim.controllers.kinds import (
     Kind,
     object_key,
 )
-from gang_sim.controllers.pytorchjob_resources import JOB_NAME_LABEL, REPLICA_TYPE_LABEL, VOLCANO
 from gang_sim.controllers.runner import Controller
-from gang_sim.controllers.training_plan import JobPlan, PlanInputs, plan_job
+from gang_sim.controllers.training_operator.pytorchjob_plan import JobPlan, PlanInputs, plan_job
+from gang_sim.controllers.training_operator.pytorchjob_resources import (
+    JOB_NAME_LABEL,
+    REPLICA_TYPE_LABEL,
+    VOLCANO,
+)
 
 log = logging.getLogger(__name__)
 
