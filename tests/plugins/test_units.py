@@ -10,11 +10,12 @@ from typing import Any
 
 import pytest
 
+from airflow_gang.kinds import PYTORCHJOB
 from airflow_gang.naming import identity_labels, safe_label_value
 from airflow_gang.plugins.identity import LabelIdentity, TaskIdentity, identity_view, task_instance_path
 from airflow_gang.plugins.metadata import MetadataReader, clear_cache
 from airflow_gang.plugins.settings import base_path, parse_namespaces
-from airflow_gang.plugins.summaries import enqueue_failure, gang_mode
+from airflow_gang.plugins.summaries import enqueue_failure
 from tests.plugins.conftest import ADMITTED_PHASES, Scenario
 
 RUN_ID = "scheduled__2026-03-01T00:00:00+00:00"
@@ -57,9 +58,9 @@ def test_gang_mode_from_the_objects() -> None:
         return {"spec": spec}
 
     provider = job({"scheduling.k8s.io/group-name": "j"}, "volcano", True)
-    assert gang_mode(provider, None) == "provider"
-    assert gang_mode(job({}, None, True), {"metadata": {"name": "j"}}) == "training-operator"
-    assert gang_mode(job({}, None, False), None) == "disabled"
+    assert PYTORCHJOB.observed_gang_mode(provider, None) == "provider"
+    assert PYTORCHJOB.observed_gang_mode(job({}, None, True), {"metadata": {"name": "j"}}) == "training-operator"
+    assert PYTORCHJOB.observed_gang_mode(job({}, None, False), None) == "disabled"
 
 
 def test_enqueue_failure_keeps_the_gates_recent_reasons_only() -> None:
