@@ -59,7 +59,8 @@ def test_gang_mode_from_the_objects() -> None:
 
     provider = job({"scheduling.k8s.io/group-name": "j"}, "volcano", True)
     assert PYTORCHJOB.observed_gang_mode(provider, None) == "provider"
-    assert PYTORCHJOB.observed_gang_mode(job({}, None, True), {"metadata": {"name": "j"}}) == "training-operator"
+    scheduled = job({}, None, True)
+    assert PYTORCHJOB.observed_gang_mode(scheduled, {"metadata": {"name": "j"}}) == "training-operator"
     assert PYTORCHJOB.observed_gang_mode(job({}, None, False), None) == "disabled"
 
 
