@@ -86,7 +86,7 @@ def say(message: str) -> None:
 def _serve(options: dict[str, Any], conn: Connection) -> None:
     from gang_sim.cluster import SimCluster
     from gang_sim.controllers.manager import ControllerManager
-    from gang_sim.controllers.volcano import Volcano
+    from gang_sim.controllers.volcano.scheduler import Volcano
     from gang_sim.process_tuning import tune_garbage_collection
 
     for name in NOISY_LOGGERS:

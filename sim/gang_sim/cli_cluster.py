@@ -74,7 +74,7 @@ def parse_faults(text: str) -> FaultSpec:
 
 def parse_scheduler_conf(text: str) -> dict[str, Any]:
     """``--scheduler-conf FILE``: Volcano's volcano-scheduler.conf, validated now (errors name the field)."""
-    from gang_sim.controllers.volcano_conf import SchedulerConfError, load_scheduler_conf
+    from gang_sim.controllers.volcano.conf import SchedulerConfError, load_scheduler_conf
 
     try:
         return load_scheduler_conf(Path(text)).to_mapping()

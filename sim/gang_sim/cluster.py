@@ -41,7 +41,7 @@ from gang_sim.apiserver.server import ApiServerHandle, start_apiserver
 from gang_sim.controller_process import ControllerProcesses
 from gang_sim.controllers.core.node_lifecycle import DEFAULT_GRACE_PERIOD
 from gang_sim.controllers.manager import ControllerManager
-from gang_sim.controllers.volcano_conf import SchedulerConf, load_scheduler_conf
+from gang_sim.controllers.volcano.conf import SchedulerConf, load_scheduler_conf
 from gang_sim.faults import FaultSpec, load_fault_spec
 from gang_sim.topology import (
     CONTROLLER_NAMES,
@@ -99,7 +99,7 @@ class SimCluster:
         a toleration of its own stays on a node that went ``Unknown``.
     :param scheduler_conf: Volcano's ``volcano-scheduler.conf``: a mapping, YAML text or a path
         to a YAML file (``actions: "enqueue, allocate, preempt, reclaim, backfill"`` and plugin
-        ``tiers``; `gang_sim.controllers.volcano_conf`, ``docs/volcano-preemption.md``). None is
+        ``tiers``; `gang_sim.controllers.volcano.conf`, ``docs/volcano-preemption.md``). None is
         Volcano's compiled-in default, with no preempt or reclaim. Invalid ones raise
         `SchedulerConfError` here, before anything starts.
     :param isolate_controllers: run the controllers in child processes (`ControllerProcesses`:

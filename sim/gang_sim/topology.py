@@ -22,7 +22,7 @@ from gang_sim.controllers.manager import ControllerFactory
 from gang_sim.controllers.trainer.jobset_controller import JobSetController
 from gang_sim.controllers.trainer.trainjob_controller import Trainer
 from gang_sim.controllers.training_operator.pytorchjob_controller import TrainingOperator
-from gang_sim.controllers.volcano import Volcano
+from gang_sim.controllers.volcano.scheduler import Volcano
 
 Runtime = Literal["script", "process"]
 # "trainer", "jobset" and "job-controller" run Kubeflow Trainer v2 TrainJobs: the trainer makes
@@ -63,7 +63,7 @@ class Topology:
     # kube-controller-manager's --node-monitor-grace-period (40 s, 50 s from v1.32): how long a
     # node may stay silent before it is Unknown; kubelets renew their Lease every quarter of it.
     node_monitor_grace_period: float = DEFAULT_GRACE_PERIOD
-    # volcano-scheduler.conf as plain data (`volcano_conf.SchedulerConf.to_mapping`); None: Volcano's
+    # volcano-scheduler.conf as plain data (`volcano.conf.SchedulerConf.to_mapping`); None: Volcano's
     # compiled-in default (enqueue, allocate, backfill: no preempt, no reclaim).
     scheduler_conf: Mapping[str, Any] | None = None
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from gang_sim.controllers.informer import Informer
 from gang_sim.controllers.kinds import PODS
-from gang_sim.controllers.volcano_session import SessionMemo, SessionResult, Snapshot, run_session
+from gang_sim.controllers.volcano.session import SessionMemo, SessionResult, Snapshot, run_session
 from tests.sim.volcano_objects import node, podgroup, pods, queue
 
 JsonDict = dict[str, Any]

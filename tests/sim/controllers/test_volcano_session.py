@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gang_sim.controllers.volcano_session import SessionMemo, Snapshot, run_session
+from gang_sim.controllers.volcano.session import SessionMemo, Snapshot, run_session
 from tests.sim.volcano_objects import node, podgroup, pods, queue
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from gang_sim.controllers.volcano_conf import SchedulerConf, load_scheduler_conf
-from gang_sim.controllers.volcano_session import SessionConfig, SessionResult, Snapshot, run_session
+from gang_sim.controllers.volcano.conf import SchedulerConf, load_scheduler_conf
+from gang_sim.controllers.volcano.session import SessionConfig, SessionResult, Snapshot, run_session
 from tests.sim.volcano_objects import node, podgroup, pods, queue
 
 JsonDict = dict[str, Any]

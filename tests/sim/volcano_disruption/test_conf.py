@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from gang_sim.cluster import SimCluster
-from gang_sim.controllers.volcano_conf import DEFAULT, SchedulerConfError, load_scheduler_conf
+from gang_sim.controllers.volcano.conf import DEFAULT, SchedulerConfError, load_scheduler_conf
 
 HELM_WITH_PREEMPTION = """\
 actions: "enqueue, allocate, preempt, reclaim, backfill"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gang_sim.controllers.volcano_session import Snapshot, run_session
+from gang_sim.controllers.volcano.session import Snapshot, run_session
 from tests.sim.volcano_disruption.snapshots import node, podgroup, queue, running
 
 ON_ALL = ["node-1", "node-1", "node-2", "node-2"]

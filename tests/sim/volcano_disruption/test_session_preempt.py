@@ -6,10 +6,10 @@ cache/cache.go:1540-1546@v1.16.0-alpha.1): ``low`` 100, ``high`` 1000.
 
 from __future__ import annotations
 
-from gang_sim.controllers.volcano_conf import SchedulerConf
-from gang_sim.controllers.volcano_model import Group, SessionResult
-from gang_sim.controllers.volcano_plugins import Plugins
-from gang_sim.controllers.volcano_state import Job, SessionState, Task
+from gang_sim.controllers.volcano.conf import SchedulerConf
+from gang_sim.controllers.volcano.model import Group, SessionResult
+from gang_sim.controllers.volcano.plugins import Plugins
+from gang_sim.controllers.volcano.state import Job, SessionState, Task
 from tests.sim.volcano_disruption.snapshots import (
     HELM_PREEMPT,
     PREEMPT,

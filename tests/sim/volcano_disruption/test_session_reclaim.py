@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import copy
 
-from gang_sim.controllers.volcano_conf import SchedulerConf
-from gang_sim.controllers.volcano_session import SessionConfig, SessionResult, Snapshot, run_session
+from gang_sim.controllers.volcano.conf import SchedulerConf
+from gang_sim.controllers.volcano.session import SessionConfig, SessionResult, Snapshot, run_session
 from tests.sim.volcano_disruption.snapshots import (
     RECLAIM,
     TIER_1,

@@ -21,7 +21,7 @@ applies (``util.go:38-51``): ``enqueue, allocate, backfill`` with no preempt or 
 what the simulator did before it knew of a configuration.
 
 What the simulator makes of it: enqueue and allocate always run first, as they always did;
-``preempt`` and ``reclaim`` (``volcano_preempt``) run after them in the listed order; ``backfill``
+``preempt`` and ``reclaim`` (``preempt``) run after them in the listed order; ``backfill``
 is accepted and does nothing of its own (the simulated allocate already places every pod it can).
 The tiers drive the plugin functions of preempt and reclaim (votes, starving, pipelined,
 overused, preemptive, allocatable, job, task and queue order). The plugins that have any of

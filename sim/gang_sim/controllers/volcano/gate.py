@@ -17,7 +17,7 @@ from decimal import Decimal
 
 from gang_sim.controllers import capacity
 from gang_sim.controllers.capacity import Resources
-from gang_sim.controllers.volcano_model import (
+from gang_sim.controllers.volcano.model import (
     ADMITTED_PHASES,
     Group,
     JsonDict,

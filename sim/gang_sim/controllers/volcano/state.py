@@ -1,6 +1,6 @@
 """One session's jobs, tasks and nodes as preempt and reclaim see and change them, and Volcano's Statement.
 
-Built after allocate (``volcano_session``), from the snapshot and what allocate placed. Task
+Built after allocate (``session``), from the snapshot and what allocate placed. Task
 statuses are vc-scheduler's (``api/helpers.go:41-107``, ``api/job_info.go`` at v1.16.0-alpha.1):
 ``Pending``, ``Allocated``/``Binding`` (placed by allocate), ``Pipelined`` (placed on resources
 still being released), ``Bound``, ``Running``, ``Releasing`` (being deleted), ``Succeeded``,
@@ -24,9 +24,9 @@ from decimal import Decimal
 
 from gang_sim.controllers import capacity
 from gang_sim.controllers.capacity import JsonDict, Resources
-from gang_sim.controllers.volcano_conf import SchedulerConf
-from gang_sim.controllers.volcano_model import Group, Key, task_status
-from gang_sim.controllers.volcano_proportion import Proportion, less_equal, without_pods
+from gang_sim.controllers.volcano.conf import SchedulerConf
+from gang_sim.controllers.volcano.model import Group, Key, task_status
+from gang_sim.controllers.volcano.proportion import Proportion, less_equal, without_pods
 
 PREEMPTABLE_ANNOTATION = "volcano.sh/preemptable"
 TASK_PRIORITY_ANNOTATION = "volcano.sh/task-priority"

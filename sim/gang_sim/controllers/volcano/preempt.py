@@ -1,7 +1,7 @@
 """Volcano's ``preempt`` and ``reclaim`` actions on one session's state (pure: no I/O).
 
 Both follow Volcano v1.16.0-alpha.1 (commit a4b775ad), ``pkg/scheduler/actions``; the plugin
-functions they ask are `volcano_plugins.Plugins`, the state they change `volcano_state`.
+functions they ask are `plugins.Plugins`, the state they change `state`.
 
 **Who may take** (``preempt/preempt.go:112-151``, ``reclaim/reclaim.go:72-104``): a job whose
 PodGroup has been admitted (not ``Pending``, ``api/job_info.go:1263-1267``) — so a gang the
@@ -42,10 +42,10 @@ from collections.abc import Callable
 
 from gang_sim.controllers import capacity
 from gang_sim.controllers.capacity import Resources
-from gang_sim.controllers.volcano_model import Key
-from gang_sim.controllers.volcano_plugins import Plugins, PriorityQueue
-from gang_sim.controllers.volcano_proportion import is_empty, less_equal
-from gang_sim.controllers.volcano_state import Job, NodeState, SessionState, Statement, Task
+from gang_sim.controllers.volcano.model import Key
+from gang_sim.controllers.volcano.plugins import Plugins, PriorityQueue
+from gang_sim.controllers.volcano.proportion import is_empty, less_equal
+from gang_sim.controllers.volcano.state import Job, NodeState, SessionState, Statement, Task
 
 Filter = Callable[[Task], bool]
 PREEMPTABLE_STATUSES = frozenset({"Bound", "Running"})

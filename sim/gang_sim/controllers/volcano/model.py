@@ -18,8 +18,8 @@ from typing import Any, Protocol
 
 from gang_sim.controllers import capacity
 from gang_sim.controllers.capacity import Resources
-from gang_sim.controllers.volcano_conf import DEFAULT as DEFAULT_SCHEDULER_CONF
-from gang_sim.controllers.volcano_conf import SchedulerConf
+from gang_sim.controllers.volcano.conf import DEFAULT as DEFAULT_SCHEDULER_CONF
+from gang_sim.controllers.volcano.conf import SchedulerConf
 
 JsonDict = dict[str, Any]
 Key = tuple[str, str]
@@ -34,7 +34,7 @@ class SessionConfig:
     overcommit_factor: Decimal = Decimal("1.2")
     scheduler_name: str = SCHEDULER_NAME
     scheduler: SchedulerConf = DEFAULT_SCHEDULER_CONF
-    """``volcano-scheduler.conf`` (`volcano_conf`): its actions and plugin tiers."""
+    """``volcano-scheduler.conf`` (`conf`): its actions and plugin tiers."""
 
 
 class TasksByGroup(Protocol):

@@ -1,12 +1,12 @@
 """The simulated Volcano scheduler: default queues, then one scheduling session per period.
 
-Each session reads the informer cache, asks `volcano_session.run_session` (pure) what to do,
+Each session reads the informer cache, asks `session.run_session` (pure) what to do,
 and applies it over the API like vc-scheduler does: ``pods/binding`` for placements, a whole
 PodGroup ``PUT`` for its status (PodGroups have no status subresource), the queue's ``/status``,
 ``PodScheduled=False`` on pods left pending, and events on PodGroups and pods.
 
-With ``preempt`` or ``reclaim`` in its configuration (`volcano_conf`, ``scheduler_conf=``), a
-session may also evict pods: `volcano_evictor.Evictor` does what vc-scheduler's evictor does.
+With ``preempt`` or ``reclaim`` in its configuration (`conf`, ``scheduler_conf=``), a
+session may also evict pods: `evictor.Evictor` does what vc-scheduler's evictor does.
 
 Like vc-scheduler, whose binder and status updater run in goroutines, a session does not write
 one object at a time: its bindings go out together (`concurrency.in_parallel`) and the session
@@ -47,10 +47,10 @@ from gang_sim.controllers.kinds import (
     object_key,
 )
 from gang_sim.controllers.runner import Controller
-from gang_sim.controllers.volcano_conf import SchedulerConf, load_scheduler_conf
-from gang_sim.controllers.volcano_evictor import Evictor
-from gang_sim.controllers.volcano_model import Key
-from gang_sim.controllers.volcano_session import (
+from gang_sim.controllers.volcano.conf import SchedulerConf, load_scheduler_conf
+from gang_sim.controllers.volcano.evictor import Evictor
+from gang_sim.controllers.volcano.model import Key
+from gang_sim.controllers.volcano.session import (
     GROUP_ANNOTATION,
     GroupEvent,
     PodEvent,

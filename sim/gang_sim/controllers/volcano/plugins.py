@@ -48,8 +48,8 @@ from decimal import Decimal
 from typing import Generic, TypeVar
 
 from gang_sim.controllers import capacity
-from gang_sim.controllers.volcano_proportion import less_equal, share
-from gang_sim.controllers.volcano_state import Job, NodeState, SessionState, Task
+from gang_sim.controllers.volcano.proportion import less_equal, share
+from gang_sim.controllers.volcano.state import Job, NodeState, SessionState, Task
 
 Vote = Callable[[Task, list[Task]], list[Task]]
 T = TypeVar("T")

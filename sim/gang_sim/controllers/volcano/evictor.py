@@ -33,7 +33,7 @@ from gang_sim.controllers.concurrency import BackgroundWrites
 from gang_sim.controllers.event_recorder import EventRecorder
 from gang_sim.controllers.informer import Cache, deep_get
 from gang_sim.controllers.kinds import PODGROUPS, PODS
-from gang_sim.controllers.volcano_model import Eviction
+from gang_sim.controllers.volcano.model import Eviction
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """A session with ``preempt`` or ``reclaim`` configured: allocate, the actions, and the close.
 
 Only `SessionConfig.scheduler` with either action brings a session here; the default
-configuration keeps the simulator's earlier allocate (`volcano_session`), unchanged.
+configuration keeps the simulator's earlier allocate (`session`), unchanged.
 
 **allocate** then follows Volcano v1.16.0-alpha.1 more closely where evictions need it
 (``pkg/scheduler/actions/allocate/allocate.go``): jobs in the configured job order (priority,
@@ -16,7 +16,7 @@ hold their node's resources until they are gone, so the preemptor is bound by a 
 once its victims have gone. Still not simulated in allocate: the queue order and proportion's
 ``Overused``/``Allocatable`` gates (:294, :744).
 
-Then preempt and reclaim run in the configured order (`volcano_preempt`), and every gang whose
+Then preempt and reclaim run in the configured order (`preempt`), and every gang whose
 pods the session pipelined, kept, or evicted is closed from the session's *end* state
 (`close_end_state`), as vc-scheduler's close reads its jobs (``framework/session.go:581-632``):
 evicted pods are ``Releasing``, neither Running nor scheduled; gang's condition
@@ -38,9 +38,9 @@ from decimal import Decimal
 
 from gang_sim.controllers import capacity
 from gang_sim.controllers.capacity import Resources
-from gang_sim.controllers.volcano_conf import SchedulerConf
-from gang_sim.controllers.volcano_messages import counts_text, fit_error_of
-from gang_sim.controllers.volcano_model import (
+from gang_sim.controllers.volcano.conf import SchedulerConf
+from gang_sim.controllers.volcano.messages import counts_text, fit_error_of
+from gang_sim.controllers.volcano.model import (
     Eviction,
     Group,
     GroupEvent,
@@ -51,10 +51,10 @@ from gang_sim.controllers.volcano_model import (
     Snapshot,
     task_status,
 )
-from gang_sim.controllers.volcano_plugins import Plugins
-from gang_sim.controllers.volcano_preempt import preempt, reclaim
-from gang_sim.controllers.volcano_proportion import share, without_pods
-from gang_sim.controllers.volcano_state import READY, Placement, SessionState
+from gang_sim.controllers.volcano.plugins import Plugins
+from gang_sim.controllers.volcano.preempt import preempt, reclaim
+from gang_sim.controllers.volcano.proportion import share, without_pods
+from gang_sim.controllers.volcano.state import READY, Placement, SessionState
 
 Fit = tuple[int, int, "str | None"]
 _SCHEDULED = ("Running", "Bound", "Failed", "Succeeded")  # api.ScheduledStatus

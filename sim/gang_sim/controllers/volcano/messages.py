@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import Counter
 from functools import lru_cache
 
-from gang_sim.controllers.volcano_model import Group
+from gang_sim.controllers.volcano.model import Group
 
 
 def histogram(group: Group, binding: int = 0) -> str:

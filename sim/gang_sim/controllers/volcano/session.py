@@ -19,7 +19,7 @@ priority plugins (DOMAIN.md §1 and the observations of §10):
   be placed (and the misleading "0/N tasks in gang unschedulable: pod group is ready, N Binding"
   in the session that binds it), Normal ``Scheduled`` "pod group is ready"; each pod of a gang
   that cannot be placed gets Warning ``FailedScheduling`` with the fit error itself. The Normal
-  ``Scheduled`` "Successfully assigned" event of a bound pod is the binder's (`volcano.py`).
+  ``Scheduled`` "Successfully assigned" event of a bound pod is the binder's (`scheduler.py`).
 """
 
 from __future__ import annotations
@@ -29,10 +29,10 @@ from decimal import Decimal
 
 from gang_sim.controllers import capacity
 from gang_sim.controllers.capacity import Resources
-from gang_sim.controllers.volcano_disrupt import Disruption, close_end_state, run_disruptive
-from gang_sim.controllers.volcano_gate import EnqueueGate, queue_state
-from gang_sim.controllers.volcano_messages import fit_error, fit_message, histogram, unready_prefix
-from gang_sim.controllers.volcano_model import (
+from gang_sim.controllers.volcano.disrupt import Disruption, close_end_state, run_disruptive
+from gang_sim.controllers.volcano.gate import EnqueueGate, queue_state
+from gang_sim.controllers.volcano.messages import fit_error, fit_message, histogram, unready_prefix
+from gang_sim.controllers.volcano.model import (
     ADMITTED_PHASES,
     GROUP_ANNOTATION,
     SCHEDULER_NAME,
@@ -106,7 +106,7 @@ def run_session(
             result.events.append(GroupEvent(group.key, "Normal", "Unschedulable", reason))
 
     disruption: Disruption | None = None
-    if config.scheduler.disrupts:  # preempt or reclaim configured (`volcano_disrupt`)
+    if config.scheduler.disrupts:  # preempt or reclaim configured (`disrupt`)
         allocated, disruption = run_disruptive(
             snapshot,
             groups=groups,
