@@ -6,7 +6,9 @@ PyTorchJob's pods, Services and environment, ``pkg/util/status.go``/``pkg/core/s
 its conditions (DOMAIN.md §4 and §5). Other job kinds (TFJob, MPIJob...) are not simulated.
 
 - ``pytorchjob_controller.py``: `TrainingOperator`, the controller around the plans: reads the
-  cache, applies each plan over the API in a fixed order of steps;
+  cache, applies each plan over the API in a fixed order of steps, requeues and backs off;
+- ``pytorchjob_watches.py``: which events wake which job (``SetupWithManager``'s predicates);
+- ``pytorchjob_writes.py``: its idempotent writes, and which failures requeue a job;
 - ``pytorchjob_plan.py``: one job's reconcile as a pure function (`plan_job`);
 - ``pytorchjob_resources.py``: the pods, headless Services and Volcano PodGroup it creates;
 - ``pytorchjob_status.py``: its conditions, replica statuses and messages;
