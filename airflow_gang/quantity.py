@@ -1,7 +1,9 @@
 """Kubernetes resource quantities ("500m", "16Gi", "1e3") as exact decimals, and back.
 
 Pure functions, no I/O: the job spec needs them to validate requests and to sum a gang's
-`minResources` exactly as the training-operator does.
+`minResources` exactly as the training-operator does. Parsing is the official client's
+(`kubernetes.utils.quantity`), behind a check of apimachinery's grammar; rendering picks the
+shortest exact form, as the API server prints it.
 """
 
 from __future__ import annotations
@@ -9,10 +11,11 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Mapping
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
+
+from kubernetes.utils import quantity as kubernetes_quantity
 
 _BINARY_SUFFIXES = {"Ki": 1, "Mi": 2, "Gi": 3, "Ti": 4, "Pi": 5, "Ei": 6}
-_DECIMAL_SUFFIXES = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
 # The apimachinery grammar: a signed decimal number followed by a binary SI suffix, a decimal SI
 # suffix, or a decimal exponent (e/E with an optional sign).
 _QUANTITY = re.compile(
@@ -30,39 +33,35 @@ class QuantityError(ValueError):
 def parse_quantity(value: Quantity) -> Decimal:
     """Return the exact value of a quantity; raise `QuantityError` when it is not one.
 
+    The arithmetic is the official client's (`kubernetes.utils.quantity.parse_quantity`); what is
+    checked here first is what the API server would refuse and that client lets through: a
+    boolean, a non-finite number, a string outside apimachinery's grammar (``"1K"``, ``" 5"``,
+    ``"NaN"``), so a bad request names its field before anything is sent.
+
     :param value: a Kubernetes quantity string such as ``"500m"``, ``"16Gi"``, ``"2"``, or a number.
     """
     if isinstance(value, bool):
         raise QuantityError(f"{value!r} is a boolean, not a quantity")
-    if isinstance(value, int | Decimal):
-        result = Decimal(value)
-    elif isinstance(value, float):
+    if isinstance(value, float):
         if math.isnan(value) or math.isinf(value):
             raise QuantityError(f"{value!r} is not a finite number")
-        result = Decimal(repr(value))
+        value = repr(value)  # the decimal the user wrote, not the binary float's expansion
     elif isinstance(value, str):
-        result = _parse_text(value)
-    else:
+        _check_grammar(value)
+    elif not isinstance(value, int | Decimal):
         raise QuantityError(f"{value!r} ({type(value).__name__}) is not a quantity")
+    try:
+        result: Decimal = kubernetes_quantity.parse_quantity(value)
+    except ValueError as error:
+        raise QuantityError(f"{value!r} is not a Kubernetes quantity: {error}") from error
     if not result.is_finite():
         raise QuantityError(f"{value!r} is not a finite number")
     return result
 
 
-def _parse_text(text: str) -> Decimal:
-    match = _QUANTITY.fullmatch(text)
-    if match is None:
+def _check_grammar(text: str) -> None:
+    if _QUANTITY.fullmatch(text) is None:
         raise QuantityError(f"{text!r} is not a Kubernetes quantity (examples: '500m', '4', '16Gi', '1e3')")
-    try:
-        number = Decimal(match["number"])
-    except InvalidOperation as error:  # pragma: no cover - the pattern only admits decimals
-        raise QuantityError(f"{text!r} is not a Kubernetes quantity") from error
-    suffix = match["suffix"] or ""
-    if suffix in _BINARY_SUFFIXES:
-        return number * (Decimal(1024) ** _BINARY_SUFFIXES[suffix])
-    if suffix in _DECIMAL_SUFFIXES:
-        return number.scaleb(_DECIMAL_SUFFIXES[suffix])
-    return number.scaleb(int(suffix[1:]))
 
 
 def format_quantity(value: Decimal, *, binary: bool = False) -> str:

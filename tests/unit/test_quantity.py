@@ -55,3 +55,17 @@ def test_sum_resources_adds_key_by_key_and_keeps_units() -> None:
 def test_formatted_quantities_parse_back_to_the_same_value(number: int, suffix: str) -> None:
     value = parse_quantity(f"{number}{suffix}")
     assert parse_quantity(format_quantity(value, binary=suffix.endswith("i"))) == value
+
+
+@pytest.mark.parametrize("text", ["1K", " 5", "NaN", "Infinity"])
+def test_what_the_official_parser_lets_through_and_the_api_server_refuses_is_refused(text: str) -> None:
+    from kubernetes.utils.quantity import parse_quantity as official
+
+    official(text)  # the arithmetic parser takes it: the grammar check is what refuses it
+    with pytest.raises(QuantityError, match="not a Kubernetes quantity"):
+        parse_quantity(text)
+
+
+def test_a_boolean_is_not_one_quantity_though_the_official_parser_reads_it_as_a_number() -> None:
+    with pytest.raises(QuantityError, match="boolean"):
+        parse_quantity(True)
