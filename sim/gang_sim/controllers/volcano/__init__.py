@@ -4,7 +4,8 @@ Modelled on Volcano v1.16.0-alpha.1 (commit a4b775ad), ``pkg/scheduler``; each m
 lines it follows (see also ``docs/volcano-preemption.md`` and DOMAIN.md §1 and §10).
 
 - ``scheduler.py``: `Volcano`, the controller: default queues, then one session per period,
-  its decisions applied over the API (bindings, statuses, events);
+  its decisions applied over the API (bindings, events); ``status_updater.py``: the statuses
+  it writes, only when they change; ``gang_cache.py``: the informer cache read by gang;
 - ``session.py``: one session as a pure function, snapshot in, decisions out (`run_session`);
   ``model.py``: what a session reads and returns, and the gangs it decides on;
 - ``gate.py``: the enqueue action's overcommit and proportion checks;
