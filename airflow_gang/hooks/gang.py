@@ -3,9 +3,9 @@
 Built on the cncf.kubernetes `KubernetesHook`, so it takes the same ``kubernetes`` connection
 (extras ``kube_config_path``, ``kube_config``, ``in_cluster``, ``cluster_context``,
 ``namespace``) and the same constructor arguments. `AsyncGangJobHook` (for triggers) lives in
-`airflow_gang.hooks.gang_async` and is re-exported here; the pod, event and log reads come
-from `airflow_gang.hooks.pods`, the retries and outage riding every call goes through from
-`airflow_gang.hooks.calls`.
+`airflow_gang.hooks.gang_async` and is re-exported here. The class reads top-down: how every
+request is made (retries, outage riding, errors), the jobs of any kind, the PyTorchJob and
+PodGroup calls, pods, events and logs, list + watch.
 
 Contract of every method: objects cross as plain JSON dicts in wire (camelCase) form; transient
 failures are retried (`retrying`); a 404 on a get or delete is ``None``/``False``; any other
@@ -16,13 +16,21 @@ connection cannot hang a worker; only the follow-mode log stream has no read tim
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import json
 import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
 import yaml
+from airflow.providers.cncf.kubernetes.hooks.kubernetes import KubernetesHook
 from kubernetes import watch
+from kubernetes.client import ApiClient
+from kubernetes.watch.watch import iter_resp_lines
 
 from airflow_gang.exceptions import GangApiError
 from airflow_gang.hooks.errors import (
@@ -30,32 +38,67 @@ from airflow_gang.hooks.errors import (
     ApiRequest,
     ApiRequirement,
     evaluate_discovery,
+    unreachable_error,
 )
 from airflow_gang.hooks.gang_async import WATCH_TIMEOUT_SLACK, AsyncGangJobHook
-from airflow_gang.hooks.job_objects import JobObjectsHook
 from airflow_gang.hooks.kinds import (
+    CLUSTER_TRAINING_RUNTIMES,
     EVENTS,
     KINDS_BY_NAME,
+    POD_LOG_RESOURCE,
     PODGROUPS,
     PODS,
     PYTORCHJOBS,
     QUEUES,
     REQUIRED_PERMISSIONS,
+    TRAINING_RUNTIMES,
     DeletableKind,
     Kind,
+    WatchKind,
+    delete_options,
     owner_reference_patch,
 )
-from airflow_gang.hooks.pods import JobPodsMixin, read_json
-from airflow_gang.hooks.watches import SyncWatchesMixin
+from airflow_gang.hooks.retrying import CONNECTION_ERRORS, REQUEST_TIMEOUT, RetryPolicy, call_with_retries
+from airflow_gang.hooks.watches import WatchStream
 from airflow_gang.kinds import DEFAULT_JOB_KIND, PYTORCHJOB, JobKind
+from airflow_gang.outage import Outage, ride_out
 
 __all__ = ["REQUIRED_PERMISSIONS", "AsyncGangJobHook", "GangJobHook"]
 
 T = TypeVar("T")
 JsonDict = dict[str, Any]
 
+# A follow-mode log stream may be silent for as long as a training step takes, so it gets a
+# connect timeout only; a half-open connection is still detected by the TCP keepalive that
+# KubernetesHook enables on its client (unless the connection sets disable_tcp_keepalive).
+LOG_STREAM_TIMEOUT = (10.0, None)
 
-class GangJobHook(JobPodsMixin, SyncWatchesMixin, JobObjectsHook):
+
+def read_json(response: Any) -> Any:
+    """The JSON body of a (urllib3) response requested with ``_preload_content=False``."""
+    try:
+        return json.loads(response.data)
+    finally:
+        response.release_conn()
+
+
+@dataclass(frozen=True)
+class _Riding:
+    """An outage the calls of ``hook`` ride out in the current context (thread or task)."""
+
+    hook: GangJobHook
+    outage: Outage
+    name: str | None
+    namespace: str | None
+    sleep: Callable[[float], None]
+
+
+# A context variable, not an attribute: the log follower's thread shares the operator's hook
+# and must fail fast on its own, and a kill's cleanup runs in the same thread as the wait.
+_riding: contextvars.ContextVar[_Riding | None] = contextvars.ContextVar("airflow_gang_riding", default=None)
+
+
+class GangJobHook(KubernetesHook):
     """Synchronous API calls for gang-scheduled PyTorchJobs: the job, its PodGroup, queue, pods, logs.
 
     Constructor arguments and connection extras are `KubernetesHook`'s (``conn_id``,
@@ -63,9 +106,217 @@ class GangJobHook(JobPodsMixin, SyncWatchesMixin, JobObjectsHook):
     ``retry_policy`` may be replaced per instance or subclass.
     """
 
+    retry_policy: RetryPolicy = RetryPolicy()
+
     hook_name = "Gang-scheduled PyTorchJob (Kubernetes)"
 
-    # -- PyTorchJob ----------------------------------------------------------------------------
+    # -- calls: retries, outage riding, errors every request goes through -------------------------
+
+
+    def get_conn(self) -> ApiClient:
+        """The cncf hook's client, with urllib3's own retries off.
+
+        urllib3 retries a refused or broken connection three times by itself and logs a WARNING
+        for each attempt; the hook's retry policy (and the waits' outage handling, one WARNING
+        per episode) retry instead, so an outage reads as one story in the task log.
+        """
+        api = super().get_conn()
+        api.rest_client.pool_manager.connection_pool_kw["retries"] = False
+        return api
+
+    @contextlib.contextmanager
+    def retries(self, policy: RetryPolicy) -> Iterator[GangJobHook]:
+        """Use ``policy`` for this hook's calls inside the block (the waits use `WAIT_RETRY_POLICY`)."""
+        had_own = "retry_policy" in vars(self)
+        previous = self.retry_policy
+        self.retry_policy = policy
+        try:
+            yield self
+        finally:
+            if had_own:
+                self.retry_policy = previous
+            else:
+                del self.retry_policy
+
+    @contextlib.contextmanager
+    def riding_out(
+        self,
+        outage: Outage | None,
+        *,
+        name: str | None = None,
+        namespace: str | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> Iterator[GangJobHook]:
+        """Inside the block, a call that cannot reach the API waits until it can (`outage`).
+
+        Each call then rides out what outlasts its retries: one WARNING per episode, and
+        `GangApiUnavailable` once ``api_unavailable_timeout`` is exceeded (``name`` and
+        ``namespace`` say for which job). A refusal (403, 404, 422...) is raised at once, as
+        always. ``outage=None`` turns riding off inside an outer block: bounded work (deleting
+        on a kill, a log tail) must fail fast rather than wait.
+        """
+        riding = _Riding(self, outage, name, namespace, sleep) if outage is not None else None
+        token = _riding.set(riding)
+        try:
+            yield self
+        finally:
+            _riding.reset(token)
+
+    def _call(self, request: ApiRequest, call: Callable[[], T]) -> T:
+        attempt = partial(call_with_retries, call, request, self.retry_policy, self.log)
+        riding = _riding.get()
+        if riding is None or riding.hook is not self:
+            return attempt()
+        return ride_out(
+            attempt, riding.outage, self.log, sleep=riding.sleep, name=riding.name, namespace=riding.namespace
+        )
+
+    def _call_or_none(self, request: ApiRequest, call: Callable[[], T]) -> T | None:
+        try:
+            return self._call(request, call)
+        except GangApiError as error:
+            if error.status == 404:
+                return None
+            raise
+
+    def _create(self, kind: Kind, body: JsonDict, namespace: str) -> JsonDict:
+        name = (body.get("metadata") or {}).get("name")
+        request = ApiRequest("create", kind.resource, name, namespace)
+        created: JsonDict = self._call(
+            request,
+            lambda: self.custom_object_client.create_namespaced_custom_object(
+                kind.group, kind.version, namespace, kind.plural, body, _request_timeout=self._timeout()
+            ),
+        )
+        self.log.info(
+            "created %s %s/%s uid=%s", kind.kind, namespace, name, (created.get("metadata") or {}).get("uid")
+        )
+        return created
+
+    def _get(self, kind: Kind, name: str, namespace: str) -> JsonDict | None:
+        return self._call_or_none(
+            ApiRequest("get", kind.resource, name, namespace),
+            lambda: self.custom_object_client.get_namespaced_custom_object(
+                kind.group, kind.version, namespace, kind.plural, name, _request_timeout=self._timeout()
+            ),
+        )
+
+    def _list(
+        self, kind: Kind, namespace: str, label_selector: str | None, field_selector: str | None = None
+    ) -> list[JsonDict]:
+        selector = {"label_selector": label_selector} if label_selector else {}
+        if field_selector:
+            selector["field_selector"] = field_selector
+        listed: JsonDict = self._call(
+            ApiRequest("list", kind.resource, None, namespace),
+            lambda: self.custom_object_client.list_namespaced_custom_object(
+                kind.group, kind.version, namespace, kind.plural, _request_timeout=self._timeout(), **selector
+            ),
+        )
+        return list(listed.get("items") or [])
+
+    def _merge_patch(self, kind: Kind, name: str, namespace: str, patch: JsonDict) -> JsonDict:
+        patched: JsonDict = self._call(
+            ApiRequest("patch", kind.resource, name, namespace),
+            lambda: self.custom_object_client.patch_namespaced_custom_object(
+                kind.group,
+                kind.version,
+                namespace,
+                kind.plural,
+                name,
+                patch,
+                _content_type="application/merge-patch+json",
+                _request_timeout=self._timeout(),
+            ),
+        )
+        return patched
+
+    def _delete(self, kind: Kind, name: str, namespace: str, propagation: str, uid: str | None) -> bool:
+        options = delete_options(propagation, uid)
+        deleted = self._call_or_none(
+            ApiRequest("delete", kind.resource, name, namespace),
+            lambda: self.custom_object_client.delete_namespaced_custom_object(
+                kind.group,
+                kind.version,
+                namespace,
+                kind.plural,
+                name,
+                body=options,
+                _request_timeout=self._timeout(),
+            ),
+        )
+        if deleted is not None:
+            self.log.info("deleting %s %s/%s propagation=%s", kind.kind, namespace, name, propagation)
+        return deleted is not None
+
+    def _timeout(self, preferred: float = REQUEST_TIMEOUT) -> float:
+        """One request's timeout: ``preferred``, cut to the time left under the policy's deadline."""
+        return self.retry_policy.request_timeout(preferred)
+
+    # -- gang jobs of any kind, and Trainer v2 runtimes -------------------------------------------
+
+    def create_job(self, job_kind: JobKind, body: JsonDict, namespace: str) -> JsonDict:
+        """Create a gang job of ``job_kind``; as `create_pytorchjob` (retries, 409 for the caller)."""
+        return self._create(Kind.of(job_kind), body, namespace)
+
+    def get_job(self, job_kind: JobKind, name: str, namespace: str) -> JsonDict | None:
+        """The gang job of ``job_kind``, or None if it does not exist."""
+        return self._get(Kind.of(job_kind), name, namespace)
+
+    def list_jobs(
+        self, job_kind: JobKind, namespace: str, label_selector: str | None = None
+    ) -> list[JsonDict]:
+        """Gang jobs of ``job_kind`` in a namespace, optionally matching ``label_selector``."""
+        return self._list(Kind.of(job_kind), namespace, label_selector)
+
+    def delete_job(
+        self,
+        job_kind: JobKind,
+        name: str,
+        namespace: str,
+        *,
+        propagation: str = "Foreground",
+        uid: str | None = None,
+    ) -> bool:
+        """Delete a gang job of ``job_kind``; False if it was already gone (as `delete_pytorchjob`)."""
+        return self._delete(Kind.of(job_kind), name, namespace, propagation, uid)
+
+    def list_job_children(self, job_kind: JobKind, name: str, namespace: str) -> list[str]:
+        """What is left of the job's `JobKind.children` (a TrainJob's JobSet and batch Jobs), as
+        ``"JobSet ns/name"``; empty for a kind without children or when all are gone."""
+        left: list[str] = []
+        for child in job_kind.children:
+            kind = Kind.child(child)
+            # Listed also when named, so RBAC needs `list` alone.
+            labels = job_kind.pod_selector(name) if child.labelled else None
+            fields = None if child.labelled else f"metadata.name={name}"
+            found = [str(item["metadata"]["name"]) for item in self._list(kind, namespace, labels, fields)]
+            left.extend(f"{child.kind} {namespace}/{found_name}" for found_name in found)
+        return left
+
+    def set_job_suspended(self, job_kind: JobKind, name: str, namespace: str, suspended: bool) -> JsonDict:
+        """Suspend or resume a gang job: a PyTorchJob's ``spec.runPolicy.suspend``, a TrainJob's
+        ``spec.suspend`` (the Trainer then suspends its JobSet, whose Jobs delete their pods)."""
+        return self._merge_patch(Kind.of(job_kind), name, namespace, job_kind.suspend_patch(suspended))
+
+    def get_training_runtime(self, name: str, kind: str, namespace: str) -> JsonDict | None:
+        """A Trainer v2 runtime, or None if it does not exist.
+
+        :param name: its name.
+        :param kind: ``ClusterTrainingRuntime`` (cluster-scoped) or ``TrainingRuntime``.
+        :param namespace: where a ``TrainingRuntime`` lives (the TrainJob's namespace).
+        """
+        if kind == TRAINING_RUNTIMES.kind:
+            return self._get(TRAINING_RUNTIMES, name, namespace)
+        runtimes = CLUSTER_TRAINING_RUNTIMES
+        return self._call_or_none(
+            ApiRequest("get", runtimes.resource, name, None),
+            lambda: self.custom_object_client.get_cluster_custom_object(
+                runtimes.group, runtimes.version, runtimes.plural, name, _request_timeout=self._timeout()
+            ),
+        )
+
+    # -- PyTorchJob -------------------------------------------------------------------------------
 
     def create_pytorchjob(self, body: JsonDict, namespace: str) -> JsonDict:
         """Create a PyTorchJob; returns the stored object (with ``metadata.uid``).
@@ -129,7 +380,7 @@ class GangJobHook(JobPodsMixin, SyncWatchesMixin, JobObjectsHook):
         """
         return self.set_job_suspended(PYTORCHJOB, name, namespace, suspended)
 
-    # -- PodGroup and Queue --------------------------------------------------------------------
+    # -- PodGroup and Queue -----------------------------------------------------------------------
 
     def create_podgroup(self, body: JsonDict, namespace: str) -> JsonDict:
         """Create a Volcano PodGroup (same retry and 409 behaviour as `create_pytorchjob`).
@@ -240,7 +491,203 @@ class GangJobHook(JobPodsMixin, SyncWatchesMixin, JobObjectsHook):
         )
         return list(listed.get("items") or [])
 
-    # -- cluster checks ------------------------------------------------------------------------
+    # -- pods, events and logs --------------------------------------------------------------------
+
+    def _get_json(self, request: ApiRequest, call: Callable[[], Any]) -> Any:
+        return self._call(request, lambda: read_json(call()))
+
+    def list_job_pods(
+        self, name: str, namespace: str, job_kind: JobKind = DEFAULT_JOB_KIND
+    ) -> list[JsonDict]:
+        """The job's pods (a PyTorchJob's by label ``training.kubeflow.org/job-name=<name>``).
+
+        :param name: job name.
+        :param namespace: job namespace.
+        :param job_kind: the job's kind, whose pod label finds its pods.
+        """
+        listed = self._get_json(
+            ApiRequest("list", PODS.resource, None, namespace),
+            lambda: self.core_v1_client.list_namespaced_pod(
+                namespace,
+                label_selector=job_kind.pod_selector(name),
+                _preload_content=False,
+                _request_timeout=self._timeout(),
+            ),
+        )
+        return list(listed.get("items") or [])
+
+    def list_events(self, namespace: str, involved_name: str) -> list[JsonDict]:
+        """Core events about one object (any kind), in the server's order.
+
+        :param namespace: namespace of the object.
+        :param involved_name: the object's name (field selector ``involvedObject.name``).
+        """
+        listed = self._get_json(
+            ApiRequest("list", EVENTS.resource, None, namespace),
+            lambda: self.core_v1_client.list_namespaced_event(
+                namespace,
+                field_selector=f"involvedObject.name={involved_name}",
+                _preload_content=False,
+                _request_timeout=self._timeout(),
+            ),
+        )
+        return list(listed.get("items") or [])
+
+    def read_pod_log(
+        self,
+        pod: str,
+        namespace: str,
+        *,
+        container: str = "pytorch",
+        tail_lines: int | None = None,
+        since_seconds: int | None = None,
+        previous: bool = False,
+    ) -> str:
+        """A container's log so far, as text.
+
+        :param pod: pod name.
+        :param namespace: pod namespace.
+        :param container: container name (the training-operator's is ``pytorch``).
+        :param tail_lines: only the last N lines.
+        :param since_seconds: only lines from the last N seconds.
+        :param previous: the log of the container's previous run (it restarted after a failure).
+        """
+
+        def read() -> str:
+            # Preloaded, kubernetes 36 returns str(bytes) ("b'...'") for logs; read the raw body.
+            response = self.core_v1_client.read_namespaced_pod_log(
+                pod,
+                namespace,
+                container=container,
+                tail_lines=tail_lines,
+                since_seconds=since_seconds,
+                previous=previous or None,
+                _preload_content=False,
+                _request_timeout=self._timeout(),
+            )
+            try:
+                return str(response.data.decode("utf-8", errors="replace"))
+            finally:
+                response.release_conn()
+
+        return self._call(ApiRequest("get", POD_LOG_RESOURCE, pod, namespace), read)
+
+    def stream_pod_log(self, pod: str, namespace: str, *, container: str = "pytorch") -> Iterator[str]:
+        """Follow a container's log, yielding lines (without newline) until the container ends.
+
+        Opening the stream is retried; a stream that breaks midway raises `GangApiError`
+        (re-reading from a known point is the caller's choice, e.g. with ``since_seconds``).
+
+        :param pod: pod name.
+        :param namespace: pod namespace.
+        :param container: container name.
+        """
+        request = ApiRequest("get", POD_LOG_RESOURCE, pod, namespace)
+        response = self._call(
+            request,
+            lambda: self.core_v1_client.read_namespaced_pod_log(
+                pod,
+                namespace,
+                container=container,
+                follow=True,
+                _preload_content=False,
+                _request_timeout=LOG_STREAM_TIMEOUT,
+            ),
+        )
+        try:
+            yield from iter_resp_lines(response)
+        except CONNECTION_ERRORS as error:
+            raise unreachable_error(error, request, 1) from error
+        finally:
+            # Closed, not just released: a stream abandoned midway still has unread bytes, and a
+            # pooled connection with leftovers would corrupt the next request on it.
+            response.close()
+            response.release_conn()
+
+    # -- list + watch -----------------------------------------------------------------------------
+
+    def _raw_list(self, kind: Kind, namespace: str, **params: Any) -> Any:
+        if kind.group:
+            return self.custom_object_client.list_namespaced_custom_object(
+                kind.group, kind.version, namespace, kind.plural, _preload_content=False, **params
+            )
+        return self.core_v1_client.list_namespaced_pod(namespace, _preload_content=False, **params)
+
+    def list_with_version(
+        self,
+        kind: WatchKind,
+        namespace: str,
+        *,
+        field_selector: str | None = None,
+        label_selector: str | None = None,
+    ) -> tuple[list[JsonDict], str]:
+        """Items and the list's resourceVersion: where a following `open_watch` starts.
+
+        :param kind: ``pytorchjob``, ``podgroup`` or ``pod``.
+        :param namespace: namespace to list.
+        :param field_selector: e.g. ``metadata.name=train-1``.
+        :param label_selector: e.g. ``training.kubeflow.org/job-name=train-1``.
+        """
+        info = KINDS_BY_NAME[kind]
+        selectors = {"field_selector": field_selector, "label_selector": label_selector}
+
+        def listed() -> JsonDict:
+            response = self._raw_list(
+                info,
+                namespace,
+                **{key: value for key, value in selectors.items() if value},
+                _request_timeout=self._timeout(),
+            )
+            try:
+                parsed: JsonDict = json.loads(response.data)
+            finally:
+                response.release_conn()
+            return parsed
+
+        body = self._call(ApiRequest("list", info.resource, None, namespace), listed)
+        version = str((body.get("metadata") or {}).get("resourceVersion") or "")
+        return list(body.get("items") or []), version
+
+    def open_watch(
+        self,
+        kind: WatchKind,
+        namespace: str,
+        *,
+        resource_version: str,
+        field_selector: str | None = None,
+        label_selector: str | None = None,
+        timeout_seconds: int = 300,
+    ) -> WatchStream:
+        """Open a watch after ``resource_version`` (retried like any call); read its `events`.
+
+        :param kind: ``pytorchjob``, ``podgroup`` or ``pod``.
+        :param namespace: namespace to watch.
+        :param resource_version: start after this version (from a list or the last event).
+        :param field_selector: e.g. ``metadata.name=train-1``.
+        :param label_selector: e.g. ``training.kubeflow.org/job-name=train-1``.
+        :param timeout_seconds: server-side duration of this watch.
+        """
+        info = KINDS_BY_NAME[kind]
+        request = ApiRequest("watch", info.resource, None, namespace)
+        selectors = {"field_selector": field_selector, "label_selector": label_selector}
+
+        def opened() -> Any:
+            return self._raw_list(
+                info,
+                namespace,
+                watch=True,
+                # Bookmarks keep the resourceVersion fresh on quiet streams, so the next watch
+                # rarely starts from a compacted version.
+                allow_watch_bookmarks=True,
+                resource_version=resource_version,
+                timeout_seconds=timeout_seconds,
+                _request_timeout=(REQUEST_TIMEOUT, timeout_seconds + WATCH_TIMEOUT_SLACK),
+                **{key: value for key, value in selectors.items() if value},
+            )
+
+        return WatchStream(self._call(request, opened), request)
+
+    # -- cluster checks ---------------------------------------------------------------------------
 
     def check_api(self, *, require_volcano: bool = False, job_kind: JobKind = DEFAULT_JOB_KIND) -> None:
         """Fail early, with the fix, when the cluster does not serve the kinds the job needs.
@@ -334,7 +781,7 @@ class GangJobHook(JobPodsMixin, SyncWatchesMixin, JobObjectsHook):
                 return True
         return False
 
-    # -- handing over to the triggerer ---------------------------------------------------------
+    # -- handing over to the triggerer ------------------------------------------------------------
 
     def async_hook_kwargs(self) -> JsonDict:
         """JSON-safe kwargs for `AsyncGangJobHook` in the triggerer: what to look up, never credentials.

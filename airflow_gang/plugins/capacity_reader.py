@@ -18,8 +18,7 @@ from kubernetes import client as k8s
 from airflow_gang.capacity import ClusterCapacity, compute_capacity
 from airflow_gang.exceptions import GangApiError
 from airflow_gang.hooks.errors import ApiRequest
-from airflow_gang.hooks.gang import GangJobHook
-from airflow_gang.hooks.pods import read_json
+from airflow_gang.hooks.gang import GangJobHook, read_json
 from airflow_gang.hooks.retrying import call_with_retries
 
 JsonDict = dict[str, Any]
