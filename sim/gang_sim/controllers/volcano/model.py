@@ -23,6 +23,8 @@ from gang_sim.controllers.volcano.conf import SchedulerConf
 
 JsonDict = dict[str, Any]
 Key = tuple[str, str]
+Fit = tuple[int, int, str | None]
+"""(schedulable, unschedulable, origin reason) of a gang's pending pods after allocate."""
 
 GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
 SCHEDULER_NAME = "volcano"
@@ -187,7 +189,7 @@ class Group:
         return capacity.total(capacity.pod_requests(t) for t in self.tasks if capacity.holds_resources(t))
 
     @cached_property
-    def waiting(self) -> tuple[int, int, str | None]:
+    def waiting(self) -> Fit:
         """The fit of a gang that is not placed this session: none of its pending pods."""
         return (0, len(self.pending), None)
 
@@ -204,6 +206,11 @@ class Group:
 
 def _terminating(pod: JsonDict) -> bool:
     return bool((pod.get("metadata") or {}).get("deletionTimestamp"))
+
+
+def pod_key(pod: JsonDict) -> Key:
+    """``(namespace, name)`` of a pod."""
+    return (pod["metadata"]["namespace"], pod["metadata"]["name"])
 
 
 def task_status(pod: JsonDict) -> str:

@@ -1,6 +1,6 @@
 """One session's jobs, tasks and nodes as preempt and reclaim see and change them, and Volcano's Statement.
 
-Built after allocate (``session``), from the snapshot and what allocate placed. Task
+Built after allocate (``allocate_pipelining``), from the snapshot and what allocate placed. Task
 statuses are vc-scheduler's (``api/helpers.go:41-107``, ``api/job_info.go`` at v1.16.0-alpha.1):
 ``Pending``, ``Allocated``/``Binding`` (placed by allocate), ``Pipelined`` (placed on resources
 still being released), ``Bound``, ``Running``, ``Releasing`` (being deleted), ``Succeeded``,
