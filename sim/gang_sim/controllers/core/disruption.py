@@ -1,7 +1,8 @@
 """The simulated disruption controller (kube-controller-manager's): PodDisruptionBudget status.
 
-The Eviction API (the API server's ``eviction.py``) decides from a budget's status alone, so
-this controller keeps that status current, as upstream's ``pkg/controller/disruption`` does:
+The Eviction API (the API server's ``apiserver/eviction.py``) decides from a budget's status
+alone, so this controller keeps that status current, as upstream's ``pkg/controller/disruption``
+does:
 
 - ``expectedPods`` and ``desiredHealthy``: an integer ``minAvailable`` counts the matching pods
   and wants that many; a percentage ``minAvailable`` or any ``maxUnavailable`` needs the scale
