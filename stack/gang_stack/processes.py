@@ -5,8 +5,8 @@ pid. Airflow moves task processes into process groups of their own (``setpgid``)
 a component's process group does not reach them, but they stay in the component's session, also
 after their parent dies and they are re-parented. Stopping therefore signals every process whose
 session is one of the stack's, plus the descendants of those (a task may start a program in a
-new session, e.g. BashOperator), read from ``/proc``. Without ``/proc`` only the process groups
-are signalled.
+new session, e.g. BashOperator): the process table comes from psutil, each process's group and
+session from ``os.getpgid`` and ``os.getsid``.
 
 `kill_component` ends one component the way its machine or container would (a process fault in
 a test), and `start_component` can start it again, its log continued.
@@ -23,7 +23,8 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-PROC = Path("/proc")
+import psutil  # type: ignore[import-untyped]  # no stubs in the dev extra (types-psutil)
+
 # Seconds a task process has for its on_kill after SIGTERM before its group gets SIGKILL.
 TASK_GRACE = 5.0
 
@@ -88,34 +89,46 @@ class ProcessInfo:
     ppid: int
     group: int
     session: int
-    state: str
-    start_time: int
+    zombie: bool
+    # When it started, in seconds since boot: with the pid, what tells it from a later process
+    # given the same pid (`is_alive`).
+    start_time: float
+
+
+def _start_time(process: psutil.Process) -> float:
+    """``process``'s start in seconds since boot, to the kernel's 1/100 s.
+
+    psutil gives it in seconds since the epoch: the boot time (which moves when the system clock
+    is set) plus the start since boot. The boot time is read again at once and taken off, so
+    setting the clock between two looks at one process does not make it look like another one.
+    """
+    return round(float(process.create_time()) - float(psutil.boot_time()), 2)
 
 
 def _read_stat(pid: int) -> ProcessInfo | None:
+    """What the stack needs to know of process ``pid``; None once it is gone."""
     try:
-        text = (PROC / str(pid) / "stat").read_text()
-    except (OSError, ValueError):
+        process = psutil.Process(pid)
+        with process.oneshot():  # status, parent and start from one read
+            zombie = process.status() == psutil.STATUS_ZOMBIE
+            return ProcessInfo(
+                pid, process.ppid(), os.getpgid(pid), os.getsid(pid), zombie, _start_time(process)
+            )
+    except (psutil.Error, OSError):  # gone (ProcessLookupError), or not ours to look at
         return None
-    # "pid (comm) state ppid pgrp session ... starttime(22nd)"; comm may hold spaces and ")".
-    fields = text[text.rindex(")") + 2 :].split()
-    return ProcessInfo(pid, int(fields[1]), int(fields[2]), int(fields[3]), fields[0], int(fields[19]))
 
 
 def process_table() -> dict[int, ProcessInfo]:
-    """Every visible process, from ``/proc`` (empty where there is none)."""
+    """Every visible process."""
     table: dict[int, ProcessInfo] = {}
-    if not PROC.is_dir():
-        return table
-    for entry in PROC.iterdir():
-        if entry.name.isdigit():
-            info = _read_stat(int(entry.name))
-            if info is not None:
-                table[info.pid] = info
+    for pid in psutil.pids():
+        info = _read_stat(pid)
+        if info is not None:
+            table[info.pid] = info
     return table
 
 
-def stack_processes(sessions: Iterable[int]) -> dict[int, int]:
+def stack_processes(sessions: Iterable[int]) -> dict[int, float]:
     """``pid -> start time`` of the live processes in ``sessions`` and of their descendants."""
     return {pid: info.start_time for pid, info in _stack_table(sessions).items()}
 
@@ -123,23 +136,23 @@ def stack_processes(sessions: Iterable[int]) -> dict[int, int]:
 def _stack_table(sessions: Iterable[int]) -> dict[int, ProcessInfo]:
     table = process_table()
     wanted = set(sessions)
-    found = {pid for pid, info in table.items() if info.session in wanted and info.state != "Z"}
+    found = {pid for pid, info in table.items() if info.session in wanted and not info.zombie}
     children: dict[int, list[int]] = {}
     for info in table.values():
         children.setdefault(info.ppid, []).append(info.pid)
     pending = list(found)
     while pending:
         for child in children.get(pending.pop(), []):
-            if child not in found and table[child].state != "Z":
+            if child not in found and not table[child].zombie:
                 found.add(child)
                 pending.append(child)
     return {pid: table[pid] for pid in found}
 
 
-def is_alive(pid: int, start_time: int) -> bool:
+def is_alive(pid: int, start_time: float) -> bool:
     """Whether that very process (same pid and start time) still runs (zombies do not)."""
     info = _read_stat(pid)
-    return info is not None and info.start_time == start_time and info.state != "Z"
+    return info is not None and info.start_time == start_time and not info.zombie
 
 
 def _signal_group(pid: int, signum: int) -> None:
@@ -168,7 +181,7 @@ def stop_components(
     The components named in ``last`` (the API server, which stopping tasks still report to)
     are stopped once the others are gone. Nothing should be left alive at the end.
     """
-    tracked: dict[int, int] = {}
+    tracked: dict[int, float] = {}
     deadline = time.monotonic() + grace
     for stage in ([c for c in components if c.name not in last], [c for c in components if c.name in last]):
         if stage:
@@ -243,7 +256,7 @@ def kill_component(component: Component, signum: int, grace: float) -> StopRepor
     )
 
 
-def _terminate(stage: Sequence[Component], deadline: float) -> dict[int, int]:
+def _terminate(stage: Sequence[Component], deadline: float) -> dict[int, float]:
     """Stop ``stage`` in Airflow's own order; wait until all of it is gone or ``deadline``.
 
     SIGTERM goes to each component's main process, which stops its own helpers (the
@@ -283,7 +296,7 @@ def _terminate(stage: Sequence[Component], deadline: float) -> dict[int, int]:
 
 def _describe(pid: int) -> str:
     try:
-        command = (PROC / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
+        command = " ".join(psutil.Process(pid).cmdline())
+    except psutil.Error:
         command = "?"
     return f"{pid}: {command.strip()}"
