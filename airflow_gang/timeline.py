@@ -9,14 +9,14 @@ any job, whoever submitted it, also after the task that waited for it is gone:
 - running: the job's ``Running`` condition;
 - finished: ``completionTime``, else the ``Succeeded``/``Failed`` condition.
 
-`format_table` renders timelines as a text table for task logs and terminals, `render_svg` as a
-self-contained SVG chart (one bar per job: grey while queued, then green/red while running).
+`format_table` renders timelines as a text table for task logs and terminals. The chart is the
+Gang jobs page's (``plugins/static/gang.js``); `airflow_gang.plugins.offline_chart` writes it, with
+these timelines, into a self-contained HTML file for a report.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import html
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -246,127 +246,3 @@ def format_table(timelines: Sequence[JobTimeline]) -> str:
     ]
     lines.insert(1, "  ".join("-" * width for width in widths))
     return "\n".join(line.rstrip() for line in lines)
-
-
-# --- chart --------------------------------------------------------------------------------------
-
-_COLOURS = {
-    "queued": "#c8ccd4",
-    SUCCEEDED: "#3fa46a",
-    RUNNING: "#4a90d9",
-    FAILED: "#d64545",
-    TIMED_OUT: "#e8a33d",
-}
-_ROW, _LABEL, _WIDTH, _TOP = 26, 220, 900, 48
-
-
-def render_svg(
-    timelines: Sequence[JobTimeline],
-    *,
-    title: str = "Gang jobs: time in queue and running",
-    now: dt.datetime | None = None,
-    gave_up_after: float | None = None,
-) -> str:
-    """A Gantt-style SVG: per job a grey bar while queued, then a bar coloured by outcome.
-
-    :param now: where open bars end (default: the latest moment any job reached).
-    :param gave_up_after: for timed-out jobs, how long they queued (their admission timeout).
-    """
-    ordered = sorted(timelines, key=lambda t: (t.queued_at, t.name))
-    if not ordered:
-        return _svg(_WIDTH, _TOP + 40, [_text(16, 28, title, 15, "bold"), _text(16, _TOP + 20, "no jobs")])
-    origin = ordered[0].queued_at
-    moments = [m for t in ordered for m in (t.queued_at, t.admitted_at, t.finished_at) if m]
-    end = now or max(moments)
-    if gave_up_after is not None:
-        gave_up = [t.queued_at + dt.timedelta(seconds=gave_up_after) for t in ordered if t.state == TIMED_OUT]
-        end = max([end, *gave_up])
-    span = max((end - origin).total_seconds(), 1.0)
-    plot = _WIDTH - _LABEL - 30
-
-    def x(moment: dt.datetime) -> float:
-        return _LABEL + plot * max(0.0, (moment - origin).total_seconds()) / span
-
-    parts = [_text(16, 28, title, 15, "bold")]
-    height = _TOP + _ROW * len(ordered) + 60
-    for tick in _ticks(span):
-        tx = _LABEL + plot * tick / span
-        parts.append(
-            f'<line x1="{tx:.1f}" y1="{_TOP - 6}" x2="{tx:.1f}" y2="{height - 44}" stroke="#eceef2"/>'
-        )
-        parts.append(_text(tx, height - 28, f"{tick:g}s", 11, anchor="middle", fill="#666"))
-    for row, t in enumerate(ordered):
-        y = _TOP + row * _ROW
-        parts.append(_text(_LABEL - 8, y + 16, t.name, 12, anchor="end"))
-        queued_end = t.admitted_at
-        if queued_end is None:
-            if t.state == TIMED_OUT and gave_up_after is not None:
-                queued_end = t.queued_at + dt.timedelta(seconds=gave_up_after)
-            else:
-                queued_end = end
-        queued_colour = _COLOURS[TIMED_OUT] if t.state == TIMED_OUT else _COLOURS["queued"]
-        parts.append(
-            _bar(
-                x(t.queued_at), x(queued_end), y, queued_colour, f"{t.name}: queued {_seconds(t.queue_wait)}"
-            )
-        )
-        if t.admitted_at is not None:
-            run_end = t.finished_at or end
-            colour = _COLOURS.get(t.state, _COLOURS[RUNNING])
-            parts.append(
-                _bar(
-                    x(t.admitted_at), x(run_end), y, colour, f"{t.name}: {t.state} {_seconds(t.run_seconds)}"
-                )
-            )
-    legend_y = height - 10
-    for index, (label, colour) in enumerate(
-        (
-            ("queued", _COLOURS["queued"]),
-            ("running", _COLOURS[RUNNING]),
-            ("succeeded", _COLOURS[SUCCEEDED]),
-            ("failed", _COLOURS[FAILED]),
-            ("timed out in queue", _COLOURS[TIMED_OUT]),
-        )
-    ):
-        lx = _LABEL + index * 130
-        parts.append(f'<rect x="{lx}" y="{legend_y - 10}" width="12" height="12" fill="{colour}"/>')
-        parts.append(_text(lx + 17, legend_y, label, 11))
-    return _svg(_WIDTH, height, parts)
-
-
-def _ticks(span: float) -> list[float]:
-    step = next(s for s in (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200) if span / s <= 10)
-    return [i * step for i in range(int(span // step) + 1)]
-
-
-def _bar(x1: float, x2: float, y: float, colour: str, tip: str) -> str:
-    width = max(x2 - x1, 2.0)
-    return (
-        f'<rect x="{x1:.1f}" y="{y + 4}" width="{width:.1f}" height="{_ROW - 8}" rx="3" fill="{colour}">'
-        f"<title>{html.escape(tip)}</title></rect>"
-    )
-
-
-def _text(
-    x: float,
-    y: float,
-    text: str,
-    size: int = 12,
-    weight: str = "normal",
-    *,
-    anchor: str = "start",
-    fill: str = "#222",
-) -> str:
-    return (
-        f'<text x="{x:.1f}" y="{y:.1f}" font-size="{size}" font-weight="{weight}" text-anchor="{anchor}" '
-        f'fill="{fill}">{html.escape(text)}</text>'
-    )
-
-
-def _svg(width: int, height: int, parts: list[str]) -> str:
-    body = "\n  ".join(parts)
-    return (
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-        f'viewBox="0 0 {width} {height}" font-family="sans-serif">\n'
-        f'  <rect width="100%" height="100%" fill="white"/>\n  {body}\n</svg>\n'
-    )

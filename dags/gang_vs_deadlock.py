@@ -14,7 +14,7 @@ one GPU each, and the pool has four GPUs. Set the `gang_scheduling` param and co
 How it runs: `submit` creates the six jobs *suspended* (mapped over one seed per job), `release`
 resumes them all within a fraction of a second so their pods reach the schedulers together (as
 when six DAGs start in the same second), `train` waits for each job with a deferrable
-`PyTorchJobSensor`, `report` logs a timeline table and writes `timeline.svg`, and the `cleanup`
+`PyTorchJobSensor`, `report` logs a timeline table and writes `timeline.html`, and the `cleanup`
 teardown deletes whatever is left, whatever happened.
 
 Settings: params override the Airflow Variables `gang_kubernetes_conn_id`, `gang_namespace`,
@@ -132,8 +132,10 @@ with DAG(
         params: dict[str, Any] | None = None,
         run_id: str | None = None,
     ) -> dict[str, Any]:
-        """Log when each job was queued, admitted and finished; write timeline.json/.svg/.txt."""
-        from airflow_gang.timeline import format_table, job_timeline, render_svg, timed_out
+        """Log when each job was queued, admitted and finished; write timeline.json/.html/.txt
+        (timeline.html: the Gang jobs page's chart of these jobs, in one file that opens offline)."""
+        from airflow_gang.plugins.offline_chart import write_html
+        from airflow_gang.timeline import format_table, job_timeline, timed_out
 
         hook = GangJobHook(conn_id=conn_id)
         timelines = []
@@ -150,24 +152,22 @@ with DAG(
             Path(report_dir or tempfile.gettempdir()) / "airflow-gang" / re.sub(r"[^\w.-]", "_", str(run_id))
         )
         folder.mkdir(parents=True, exist_ok=True)
-        svg = folder / "timeline.svg"
-        svg.write_text(
-            render_svg(
-                timelines,
-                title=f"{len(timelines)} jobs, gang_scheduling={mode}",
-                gave_up_after=float((params or {})["admission_timeout"]),
-            )
+        chart = write_html(
+            folder / "timeline.html",
+            timelines,
+            title=f"{len(timelines)} jobs, gang_scheduling={mode}",
+            gave_up_after=float((params or {})["admission_timeout"]),
         )
         (folder / "timeline.txt").write_text(table + "\n")
         (folder / "timeline.json").write_text(json.dumps([t.to_json() for t in timelines], indent=2))
-        print(f"gang_scheduling={mode}\n{table}\ntimeline chart: {svg}", flush=True)
+        print(f"gang_scheduling={mode}\n{table}\ntimeline chart: {chart}", flush=True)
         stuck = [t.name for t in timelines if t.state != "succeeded"]
         if stuck:
             raise RuntimeError(
                 f"{len(stuck)} of {len(timelines)} jobs did not succeed with gang_scheduling={mode} "
-                f"({', '.join(stuck)}): see the table above and {svg}"
+                f"({', '.join(stuck)}): see the table above and {chart}"
             )
-        return {"table": table, "svg": str(svg), "jobs": [t.to_json() for t in timelines]}
+        return {"table": table, "chart": str(chart), "jobs": [t.to_json() for t in timelines]}
 
     @task
     def cleanup(submitted: list[dict[str, Any]], conn_id: str) -> None:

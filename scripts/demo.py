@@ -6,7 +6,8 @@
    ``AIRFLOW_CONN_KUBERNETES_DEFAULT`` and run ``airflow dags test`` on ``gang_vs_deadlock``
    (``--kind trainjob``: ``gang_vs_deadlock_trainjob``, the same with Kubeflow Trainer v2
    TrainJobs; ``--train``: ``retrain_daily``);
-3. print the job timeline (or the accuracy reached) and where the chart and logs are;
+3. print the job timeline (or the accuracy reached) and where the chart (``timeline.html``, the
+   Gang jobs page's chart in one file that opens in a browser from disk) and logs are;
 4. stop the simulator, whatever happened, and check that nothing it started is still running.
 
 Everything goes under ``.demo/`` (or ``$GANG_DEMO_DIR``): logs, kubeconfig, Airflow home,
@@ -141,7 +142,7 @@ def show_timeline(report_dir: Path) -> None:
         return
     print()
     print((folder / "timeline.txt").read_text())
-    print(f"timeline chart: {shown(folder / 'timeline.svg')}")
+    print(f"timeline chart: {shown(folder / 'timeline.html')}")
 
 
 def show_accuracy(output: str) -> None:

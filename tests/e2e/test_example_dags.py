@@ -15,17 +15,30 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import task_states
+from airflow_gang.plugins.offline_chart import embedded_data
 from tests.gang_page import jobs_of_dag
 from tests.metadata import xcom_value
+from tests.support.dag_runs import task_states
 
 pytestmark = pytest.mark.usefixtures("kube_connection")
 
 
-def run_report(tmp_path: Path) -> tuple[list[dict[str, Any]], str]:
+def read_report(tmp_path: Path) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
+    """The run's timeline.json, and per job the entry its timeline.html's chart draws."""
     (folder,) = (tmp_path / "airflow-gang").iterdir()
-    svg = (folder / "timeline.svg").read_text()
-    return json.loads((folder / "timeline.json").read_text()), svg
+    chart = embedded_data((folder / "timeline.html").read_text(encoding="utf-8"))
+    drawn = {entry["name"]: entry for queue in chart["timeline"]["queues"] for entry in queue["jobs"]}
+    return json.loads((folder / "timeline.json").read_text()), drawn
+
+
+def assert_drawn_as_recorded(jobs: list[dict[str, Any]], drawn: dict[str, dict[str, Any]]) -> None:
+    """The chart draws every job of the report, with the moments timeline.json has."""
+    assert sorted(drawn) == sorted(job["name"] for job in jobs)
+    for job in jobs:
+        entry = drawn[job["name"]]
+        assert (entry["queued_at"], entry["admitted_at"]) == (job["queued_at"], job["admitted_at"])
+        if job["state"] != "timed out":
+            assert (entry["gang_state"], entry["finished_at"]) == (job["state"], job["finished_at"])
 
 
 @pytest.mark.slow  # every run takes this DAG through `make demo` (tests/e2e/test_demo.py)
@@ -40,7 +53,7 @@ def test_gang_vs_deadlock_with_gang_scheduling_runs_all_six_one_after_another(
     assert str(dag_run.state) == "success", states
     assert set(states.values()) == {"success"}
     assert len([task for task in states if task.startswith("train[")]) == 6
-    jobs, svg = run_report(tmp_path)
+    jobs, drawn = read_report(tmp_path)
     assert [job["state"] for job in jobs] == ["succeeded"] * 6
     # One pool, one gang at a time: no two jobs ever ran at the same time ...
     spans = sorted((job["admitted_at"], job["finished_at"]) for job in jobs)
@@ -49,10 +62,11 @@ def test_gang_vs_deadlock_with_gang_scheduling_runs_all_six_one_after_another(
     # ... so all but the first waited in the queue, each longer than the one before.
     waits = sorted(job["queue_wait_seconds"] for job in jobs)
     assert waits[-1] > 4 * 1.0
-    assert svg.count("<rect") >= 12
+    assert_drawn_as_recorded(jobs, drawn)  # each queued, then succeeded: two bars
     output = capfd.readouterr().out
     assert "queue wait" in output
     assert "timeline chart:" in output
+    assert "timeline.html" in output
 
 
 def test_gang_vs_deadlock_without_gang_scheduling_deadlocks_and_reports_it(
@@ -75,7 +89,7 @@ def test_gang_vs_deadlock_without_gang_scheduling_deadlocks_and_reports_it(
     assert list(trains.values()).count("failed") >= 4, states
     assert "GangAdmissionTimeout" in output
     assert "was not admitted within 15s of its creation" in output
-    jobs, svg = run_report(tmp_path)
+    jobs, drawn = read_report(tmp_path)
     timed_out = [job for job in jobs if job["state"] == "timed out"]
     assert len(timed_out) == list(trains.values()).count("failed")
     assert all(job["state"] == "succeeded" for job in jobs if job not in timed_out)
@@ -84,7 +98,12 @@ def test_gang_vs_deadlock_without_gang_scheduling_deadlocks_and_reports_it(
     assert f"{len(timed_out)} of 6 jobs did not succeed with gang_scheduling=disabled" in output
     assert states["cleanup"] == "success"
     assert str(dag_run.state) == "failed"
-    assert svg.count('fill="#e8a33d"><title>') == len(timed_out)  # one orange bar per victim
+    # The chart: one bar in the admission timeout's colour per victim, the others succeeded.
+    assert_drawn_as_recorded(jobs, drawn)
+    assert sorted(
+        name for name, entry in drawn.items() if entry["gang_state"] == "admission_timeout"
+    ) == sorted(job["name"] for job in timed_out)
+    assert all(drawn[job["name"]]["admitted_at"] is None for job in timed_out)
     # The Gang jobs page after cleanup: every job that ran shows its master's last lines (the
     # sensors that saw them end kept them), and every timed-out one its cluster-timed wait.
     rows = jobs_of_dag("gang_vs_deadlock")
@@ -111,13 +130,13 @@ def test_gang_vs_deadlock_trainjob_with_gang_scheduling_runs_all_six_one_after_a
     assert str(dag_run.state) == "success", states
     assert set(states.values()) == {"success"}
     assert len([task for task in states if task.startswith("train[")]) == 6
-    jobs, svg = run_report(tmp_path)
+    jobs, drawn = read_report(tmp_path)
     assert [job["state"] for job in jobs] == ["succeeded"] * 6
     spans = sorted((job["admitted_at"], job["finished_at"]) for job in jobs)
     for (_, first_end), (second_start, _) in itertools.pairwise(spans):
         assert first_end <= second_start
     assert sorted(job["queue_wait_seconds"] for job in jobs)[-1] > 4 * 1.0
-    assert svg.count("<rect") >= 12
+    assert_drawn_as_recorded(jobs, drawn)
     assert "kind=trainjob gang_scheduling=trainer" in capfd.readouterr().out
 
 
@@ -143,8 +162,9 @@ def test_gang_vs_deadlock_trainjob_without_gang_scheduling_deadlocks_and_says_wh
     assert "GangAdmissionTimeout" in output
     assert "(no gang scheduling: not every replica was bound)" in output
     assert "is NOT gang-scheduled" in output  # the runtime without podGroupPolicy, named at submit
-    jobs, _ = run_report(tmp_path)
+    jobs, drawn = read_report(tmp_path)
     assert len([job for job in jobs if job["state"] == "timed out"]) == failed
+    assert [entry["gang_state"] for entry in drawn.values()].count("admission_timeout") == failed
     assert states["report"] == "failed"
     assert f"{failed} of 6 TrainJobs did not succeed with gang_scheduling=disabled" in output
     assert states["cleanup"] == "success"

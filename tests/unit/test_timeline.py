@@ -1,14 +1,14 @@
-"""Job timelines read off PyTorchJob and pod objects, and their table and chart."""
+"""Job timelines read off PyTorchJob and pod objects, and their table (the chart is the page's:
+tests/unit/test_offline_chart.py, tests/plugins/test_offline_chart_browser.py)."""
 
 from __future__ import annotations
 
 import datetime as dt
-import xml.etree.ElementTree as ET
 from typing import Any
 
 import pytest
 
-from airflow_gang.timeline import JobTimeline, format_table, job_timeline, render_svg, timed_out
+from airflow_gang.timeline import JobTimeline, format_table, job_timeline, timed_out
 
 T0 = dt.datetime(2026, 11, 30, 12, 0, 0, tzinfo=dt.UTC)
 
@@ -115,27 +115,3 @@ def test_table_lists_jobs_in_submission_order_with_waits() -> None:
     assert [line.split()[0] for line in lines[2:]] == ["a", "b", "c"]
     assert lines[3].split()[2:] == ["12:00:01.0", "12:00:08.0", "12:00:10.0", "7.0s", "2.0s", "succeeded"]
     assert lines[4].split()[-3:] == ["-", "timed", "out"]
-
-
-def test_chart_draws_a_queue_bar_and_an_outcome_bar_per_admitted_job() -> None:
-    done = JobTimeline(
-        "a", "ml", "q", "succeeded", T0, T0 + dt.timedelta(seconds=4), None, T0 + dt.timedelta(seconds=9)
-    )
-    stuck = timed_out("b", "ml", "q", T0)
-    svg = render_svg([done, stuck], gave_up_after=30)
-    root = ET.fromstring(svg)
-    titles = [element.text for element in root.iter("{http://www.w3.org/2000/svg}title")]
-    assert titles == ["a: queued 4.0s", "a: succeeded 5.0s", "b: queued -"]
-    assert "30s" in svg  # the axis reaches the timed-out job's admission timeout
-
-
-def test_the_admission_timeout_stretches_the_axis_only_for_timed_out_jobs() -> None:
-    done = JobTimeline(
-        "a", "ml", "q", "succeeded", T0, T0 + dt.timedelta(seconds=1), None, T0 + dt.timedelta(seconds=4)
-    )
-    assert ">60s<" not in render_svg([done], gave_up_after=60)
-    assert ">60s<" in render_svg([done, timed_out("b", "ml", "q", T0)], gave_up_after=60)
-
-
-def test_empty_chart_says_so() -> None:
-    assert "no jobs" in render_svg([])

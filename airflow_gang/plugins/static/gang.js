@@ -1,12 +1,18 @@
 // Gang jobs page: draws the JSON API (/gang/api/...) and refreshes it every few seconds.
 // Plain browser JavaScript, no framework and no build step. Text from the cluster only ever
 // reaches the page through textContent or SVG text nodes, never as HTML.
+//
+// The same page, with data-view="report", is a report's timeline in a file of its own
+// (airflow_gang/plugins/offline_chart.py: this script, gang.css and theme.js inlined): it draws
+// the timeline embedded in the file (<script id="gang-report-data">, the shape of
+// /gang/api/timeline) with the same timelineChart, asks no server and links nowhere.
 (function () {
   "use strict";
 
   const body = document.body;
   const ROOT = body.dataset.root || "";
   const VIEW = body.dataset.view;
+  const REPORT = VIEW === "report";
   const params = new URLSearchParams(window.location.search);
   const REFRESH_MS = Math.max(1, Number(params.get("refresh")) || 5) * 1000;
   const SVG_NS = "http://www.w3.org/2000/svg";
@@ -191,6 +197,7 @@
   }
 
   function jobUrl(namespace, name, kind) {
+    if (REPORT) return null;  // a file on its own: no page to go to
     const query = new URLSearchParams();
     if (kind && kind !== "PyTorchJob") query.set("kind", kind);
     if (params.get("tz")) query.set("tz", params.get("tz"));  // the zone asked for follows the links
@@ -526,7 +533,8 @@
   function homeLinks() {
     const zone = params.get("tz");
     for (const link of document.querySelectorAll("a.brand, a.back")) {
-      link.href = `${ROOT}/${zone ? `?tz=${encodeURIComponent(zone)}` : ""}`;
+      if (REPORT) link.removeAttribute("href");
+      else link.href = `${ROOT}/${zone ? `?tz=${encodeURIComponent(zone)}` : ""}`;
     }
   }
 
@@ -1051,8 +1059,23 @@
     tick(loadJobView);
   }
 
+  // --- report view: a report's timeline, embedded in its file ------------------------------------
+
+  function startReportView() {
+    const report = JSON.parse(document.getElementById("gang-report-data").textContent);
+    document.getElementById("jobs-view").hidden = false;
+    document.title = report.title;
+    paused = true;  // drawn once, again only for another timezone: nothing to refresh
+    tick(() => {
+      document.getElementById("report-about").textContent = `${report.title} (written ${when(report.timeline.now)})`;
+      renderTimelines(report.timeline, []);
+      showWarnings(report.timeline.warnings || []);
+    });
+  }
+
   setupTimezone();
   setupConfirm();
-  if (VIEW === "job") startJobView();
+  if (REPORT) startReportView();
+  else if (VIEW === "job") startJobView();
   else startJobsView();
 })();
