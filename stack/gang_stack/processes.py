@@ -23,7 +23,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import psutil  # type: ignore[import-untyped]  # no stubs in the dev extra (types-psutil)
+import psutil
 
 # Seconds a task process has for its on_kill after SIGTERM before its group gets SIGKILL.
 TASK_GRACE = 5.0

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from airflow_gang.plugins.offline_chart import embedded_data
 from tests.metadata import xcom_value
 
 MODES = pytest.mark.parametrize("deferrable", [False, True], ids=["sync", "deferrable"])
@@ -48,10 +49,11 @@ def xcom(dag_run: Any, task_id: str, map_index: int = -1) -> Any:
     return xcom_value(dag_run.dag_id, dag_run.run_id, task_id, map_index=map_index)
 
 
-def run_report(tmp_path: Path) -> tuple[list[dict[str, Any]], str]:
+def run_report(tmp_path: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The report task's timeline.json, and the data its timeline.html chart embeds."""
     (folder,) = (tmp_path / "airflow-gang").iterdir()
-    svg = (folder / "timeline.svg").read_text()
-    return json.loads((folder / "timeline.json").read_text()), svg
+    chart = embedded_data((folder / "timeline.html").read_text(encoding="utf-8"))
+    return json.loads((folder / "timeline.json").read_text()), chart
 
 
 def read_json(path: Path) -> Any:
