@@ -5,8 +5,8 @@ Airflow 3.3's ``dag.test()`` syncs the DAG to the metadata DB, so every DAG live
 in ``[core] dags_folder`` (set per session by tests/conftest.py). After each test, the cluster
 must hold no PyTorchJob, PodGroup or pod: nothing is ever left behind.
 
-Helpers live in tests/support; ``task_states`` is importable from here too, for test_example_dags.py
-and test_taskflow_decorator.py, which still import it from this module.
+Helpers live in tests/support; ``task_states`` is importable from here too, for
+test_example_dags.py, which still imports it from this module.
 """
 
 from __future__ import annotations

@@ -24,8 +24,8 @@ from typing import Any
 import pytest
 
 from gang_sim.cluster import SimCluster
-from tests.e2e.conftest import task_states
 from tests.metadata import xcom_value
+from tests.support.dag_runs import task_states
 
 MISSING = [name for name in ("torch", "sklearn") if importlib.util.find_spec(name) is None]
 needs_torch = pytest.mark.skipif(
