@@ -168,7 +168,7 @@ class GangApiUnavailable(GangApiError):
 
     Nothing was deleted by the failing try: the job may be training fine behind the outage. The
     next try finds it by its labels and waits on. A task that fails for good (no retry left)
-    no longer owns its job: the scheduler's orphan reaper (`airflow_gang.reaper`) deletes it,
+    no longer owns its job: the scheduler's orphan reaper (`airflow_gang.state.reaper`) deletes it,
     so it holds no GPUs with nobody waiting for its result. Set ``retries`` > 0 (or raise
     ``api_unavailable_timeout``) to ride out long outages.
     """

@@ -1,6 +1,5 @@
 """Moved to `airflow_gang.kinds.pytorchjob.spec`; this public path keeps working."""
 
-from airflow_gang.k8s_objects import pod_requests
 from airflow_gang.kinds.pytorchjob.spec import (
     CONTAINER_NAME,
     DEFAULT_MASTER_PORT,
@@ -11,7 +10,8 @@ from airflow_gang.kinds.pytorchjob.spec import (
     VOLCANO_SCHEDULER,
     GangJobSpec,
 )
-from airflow_gang.spec_choices import CleanPodPolicy, GangScheduling, RestartPolicy, RunPolicy
+from airflow_gang.model.k8s_objects import pod_requests
+from airflow_gang.model.spec_choices import CleanPodPolicy, GangScheduling, RestartPolicy, RunPolicy
 
 __all__ = [
     "CONTAINER_NAME",

@@ -71,8 +71,8 @@ from kubernetes import config as k8s_config
 from sim_process import cluster_process, sim_metrics  # benchmarks/sim_process.py, beside this script
 from tagged_clients import TaggedGangJobTrigger, tag  # beside this script
 
-from airflow_gang.gang_state import JOB_NAME_LABEL, GangPhase, gang_status
 from airflow_gang.hooks.gang import AsyncGangJobHook, GangJobHook
+from airflow_gang.model.gang_state import JOB_NAME_LABEL, GangPhase, gang_status
 from airflow_gang.spec import GangJobSpec
 
 JsonDict = dict[str, Any]

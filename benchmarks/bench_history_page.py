@@ -50,7 +50,7 @@ def prepare_home(home: Path) -> None:
 def records_for(dag: int, run: int, index: int, now: float) -> list[dict[str, Any]]:
     """The records one task instance keeps: one job, or two or three when admission timeouts
     made it retry."""
-    from airflow_gang.jobs import history
+    from airflow_gang.state import history
 
     tries = 1 + (index % 3 == 0) + (index % 9 == 0)
     kept = []

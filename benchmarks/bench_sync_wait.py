@@ -44,9 +44,9 @@ from kubernetes import watch
 from sim_process import cluster_process, sim_metrics  # beside this script
 from tagged_clients import TaggedGangJobTrigger, TaggedHook  # beside this script
 
-from airflow_gang.gang_state import last_true_condition
 from airflow_gang.hooks.gang import GangJobHook
 from airflow_gang.jobs.wait_plan import WaitPlan
+from airflow_gang.model.gang_state import last_true_condition
 from airflow_gang.operators.worker_wait import WorkerWait
 from airflow_gang.spec import GangJobSpec
 

@@ -148,7 +148,7 @@ from triggerer_harness import (  # noqa: E402
 )
 
 from airflow_gang.hooks.client_pool import USER_AGENT  # noqa: E402
-from airflow_gang.naming import job_name  # noqa: E402
+from airflow_gang.model.naming import job_name  # noqa: E402
 
 DESIGNS = ("idle", "shared", "per_trigger", "poll")
 LABELS = {"idle": "idle triggers", "shared": "shared", "per_trigger": "per_trigger", "poll": "poll (10 s)"}

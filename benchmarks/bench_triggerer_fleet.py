@@ -149,7 +149,7 @@ from sim_process import cluster_cpu_seconds, cluster_process  # noqa: E402
 from triggerer_harness import percentile, set_queue_capability, submit_all, wait_until  # noqa: E402
 
 from airflow_gang.hooks.client_pool import USER_AGENT  # noqa: E402
-from airflow_gang.naming import job_name  # noqa: E402
+from airflow_gang.model.naming import job_name  # noqa: E402
 
 BENCH_AGENT = "airflow-gang-bench/triggerer-fleet"
 NOISY_LOGGERS = ("airflow_gang", "airflow", "uvicorn.error", "kubernetes_asyncio", "asyncio")

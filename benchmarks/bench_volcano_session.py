@@ -63,7 +63,7 @@ from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 
 from airflow_gang.hooks.gang import GangJobHook
-from airflow_gang.naming import identity_labels
+from airflow_gang.model.naming import identity_labels
 from airflow_gang.spec import GangJobSpec
 
 QUEUE = "bench"

@@ -31,8 +31,8 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes import watch as k8s_watch
 
-from airflow_gang.gang_state import last_true_condition
-from airflow_gang.naming import (
+from airflow_gang.model.gang_state import last_true_condition
+from airflow_gang.model.naming import (
     DAG_ID_LABEL,
     MAP_INDEX_LABEL,
     RUN_ID_LABEL,

@@ -50,7 +50,7 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 from sim_process import sim_metrics  # beside this module
 
-from airflow_gang.gang_state import gang_status
+from airflow_gang.model.gang_state import gang_status
 
 JsonDict = dict[str, Any]
 HOME_VARIABLE = "AIRFLOW_GANG_BENCH_TRIGGERER_HOME"
@@ -162,7 +162,7 @@ def submit_all(
 ) -> list[str]:
     """What the operator submits for each mapped TI (4 threads); returns the jobs' uids."""
     from airflow_gang.hooks.gang import GangJobHook
-    from airflow_gang.naming import identity_labels
+    from airflow_gang.model.naming import identity_labels
 
     spec = job_spec(seconds)
     local = threading.local()

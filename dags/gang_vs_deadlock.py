@@ -135,7 +135,7 @@ with DAG(
         """Log when each job was queued, admitted and finished; write timeline.json/.html/.txt
         (timeline.html: the Gang jobs page's chart of these jobs, in one file that opens offline)."""
         from airflow_gang.plugins.offline_chart import write_html
-        from airflow_gang.timeline import format_table, job_timeline, timed_out
+        from airflow_gang.reports.timeline import format_table, job_timeline, timed_out
 
         hook = GangJobHook(conn_id=conn_id)
         timelines = []

@@ -61,7 +61,7 @@ from airflow_gang.hooks.kinds import (
 from airflow_gang.hooks.retrying import CONNECTION_ERRORS, REQUEST_TIMEOUT, RetryPolicy, call_with_retries
 from airflow_gang.hooks.watches import WatchStream
 from airflow_gang.kinds import DEFAULT_JOB_KIND, PYTORCHJOB, JobKind
-from airflow_gang.outage import Outage, ride_out
+from airflow_gang.model.outage import Outage, ride_out
 
 __all__ = ["REQUIRED_PERMISSIONS", "AsyncGangJobHook", "GangJobHook"]
 

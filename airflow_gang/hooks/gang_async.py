@@ -51,7 +51,7 @@ from airflow_gang.hooks.kinds import (
 )
 from airflow_gang.hooks.retrying import CONNECTION_ERRORS, REQUEST_TIMEOUT, RetryPolicy, acall_with_retries
 from airflow_gang.kinds import DEFAULT_JOB_KIND, JobKind
-from airflow_gang.outage import may_mean_moved
+from airflow_gang.model.outage import may_mean_moved
 
 T = TypeVar("T")
 JsonDict = dict[str, Any]

@@ -79,7 +79,7 @@ class RetryPolicy:
     initial_delay: float = 0.5
     max_delay: float = 8.0
     # Log each retry at DEBUG instead of WARNING: for callers that report outages themselves
-    # (the waits: once per episode, `airflow_gang.outage`), not a line per retry.
+    # (the waits: once per episode, `airflow_gang.model.outage`), not a line per retry.
     quiet: bool = False
     # A `time.monotonic` moment no call under this policy may outlast (bounded cleanups such as
     # ``on_kill``): each request's timeout is cut to the time left, and no retry starts after it.
@@ -107,7 +107,7 @@ class RetryPolicy:
         return base / 2 + random.uniform(0, base / 2)
 
 
-# Waits ride out longer outages themselves (`airflow_gang.outage`, one WARNING per episode):
+# Waits ride out longer outages themselves (`airflow_gang.model.outage`, one WARNING per episode):
 # each look gets a few quick retries logged at DEBUG.
 WAIT_RETRY_POLICY = RetryPolicy(attempts=3, initial_delay=0.5, max_delay=2.0, quiet=True)
 

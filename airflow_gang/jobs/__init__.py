@@ -31,7 +31,7 @@ four operations the lifecycle calls, which `PYTORCHJOB` implements with the modu
    (`airflow_gang.spec.GangJobSpec.build_pytorchjob` / ``build_podgroup``);
 2. find its PodGroup: by the job's name (PyTorchJob: the provider's or the training-operator's
    group is named like the job);
-3. judge: where the gang stands from job, PodGroup and pods (`airflow_gang.gang_state`,
+3. judge: where the gang stands from job, PodGroup and pods (`airflow_gang.model.gang_state`,
    the job's conditions ``Created/Running/Succeeded/Failed``);
 4. diagnose: the failing replica, its exit code and log (`observation.failure_error`).
 

@@ -18,7 +18,7 @@ from airflow_gang.exceptions import GangApiError, GangApiUnavailable
 from airflow_gang.hooks.gang import GangJobHook
 from airflow_gang.jobs.deletion import Step, deletion_plan, leftovers, not_ours, podgroup_to_delete
 from airflow_gang.kinds import DEFAULT_JOB_KIND, JobKind
-from airflow_gang.outage import Outage, ride_out
+from airflow_gang.model.outage import Outage, ride_out
 
 T = TypeVar("T")
 

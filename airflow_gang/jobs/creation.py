@@ -19,7 +19,7 @@ from airflow_gang.hooks.gang import GangJobHook
 from airflow_gang.hooks.kinds import PODGROUPS, Kind
 from airflow_gang.hooks.retrying import RetryPolicy
 from airflow_gang.kinds import DEFAULT_JOB_KIND, JobKind
-from airflow_gang.naming import MANAGED_BY_LABEL, MANAGED_BY_VALUE, TRY_NUMBER_LABEL
+from airflow_gang.model.naming import MANAGED_BY_LABEL, MANAGED_BY_VALUE, TRY_NUMBER_LABEL
 
 JsonDict = dict[str, Any]
 log = logging.getLogger(__name__)

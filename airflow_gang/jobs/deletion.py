@@ -31,8 +31,8 @@ from enum import StrEnum
 from typing import Any
 
 from airflow_gang.exceptions import GangApiError
-from airflow_gang.gang_state import owned_by
 from airflow_gang.kinds import DEFAULT_JOB_KIND, JobKind
+from airflow_gang.model.gang_state import owned_by
 
 JsonDict = dict[str, Any]
 

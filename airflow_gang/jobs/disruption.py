@@ -36,7 +36,6 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from airflow_gang.exceptions import GangSpecError
-from airflow_gang.gang_state import GangSnapshot
 from airflow_gang.jobs.pod_losses import (
     STRENGTH,
     WORDS,
@@ -48,7 +47,8 @@ from airflow_gang.jobs.pod_losses import (
     pod_uid,
     ready,
 )
-from airflow_gang.timeline import parse_time
+from airflow_gang.model.gang_state import GangSnapshot
+from airflow_gang.reports.timeline import parse_time
 
 JsonDict = dict[str, Any]
 OnDisruption = Literal["wait", "retry"]

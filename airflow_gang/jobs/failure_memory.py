@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-from airflow_gang.gang_state import ReplicaFailure, failing_replica
 from airflow_gang.kinds import JobKind
+from airflow_gang.model.gang_state import ReplicaFailure, failing_replica
 
 JsonDict = dict[str, Any]
 # How a log tail that could not be read starts (`observation.log_tail`): read again next look.

@@ -6,7 +6,7 @@ milliseconds. `JobWatch` gives the worker the same: a thread per kind lists, the
 the list's version (`GangJobHook.open_watch`), keeps the objects, and sets `changed` on every
 event. While all three watch, the wait reads the gang from memory (`look`): no request of its
 own. While one fails it polls as before (`look` says None), so the outage rules are the
-wait's, unchanged. Failures follow `airflow_gang.watch_rules`, as the triggerer's watches do.
+wait's, unchanged. Failures follow `airflow_gang.model.watch_rules`, as the triggerer's watches do.
 
 Requests per job: three lists and three watches (reopened every `WATCH_SECONDS`), against three
 reads per ``poll_interval`` when polling.
@@ -19,13 +19,13 @@ import time
 from typing import Any
 
 from airflow_gang.exceptions import GangApiError
-from airflow_gang.gang_state import GangSnapshot
 from airflow_gang.hooks.gang import GangJobHook
 from airflow_gang.hooks.kinds import WatchKind
 from airflow_gang.hooks.watches import WatchStream
 from airflow_gang.kinds import DEFAULT_JOB_KIND, JobKind
-from airflow_gang.outage import OutageLog
-from airflow_gang.watch_rules import WatchTrouble, relist_delay, retry_delay
+from airflow_gang.model.gang_state import GangSnapshot
+from airflow_gang.model.outage import OutageLog
+from airflow_gang.model.watch_rules import WatchTrouble, relist_delay, retry_delay
 
 JsonDict = dict[str, Any]
 WATCH_SECONDS = 300

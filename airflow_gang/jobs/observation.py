@@ -17,17 +17,17 @@ from airflow_gang.exceptions import (
     GangSpecError,
     PyTorchJobFailed,
 )
-from airflow_gang.gang_state import (
+from airflow_gang.hooks.gang import GangJobHook
+from airflow_gang.jobs.deletion import after_deletion
+from airflow_gang.jobs.failure_memory import FailureMemory
+from airflow_gang.kinds import DEFAULT_JOB_KIND, JobKind
+from airflow_gang.model.gang_state import (
     GangSnapshot,
     GangStatus,
     failing_replica,
     podgroup_queue,
     queue_mismatch_message,
 )
-from airflow_gang.hooks.gang import GangJobHook
-from airflow_gang.jobs.deletion import after_deletion
-from airflow_gang.jobs.failure_memory import FailureMemory
-from airflow_gang.kinds import DEFAULT_JOB_KIND, JobKind
 
 JsonDict = dict[str, Any]
 log = logging.getLogger(__name__)

@@ -18,7 +18,7 @@ from airflow_gang.jobs import observation
 from airflow_gang.jobs.failure_memory import FailureMemory
 from airflow_gang.jobs.result import job_result
 from airflow_gang.kinds import DEFAULT_JOB_KIND, JobKind
-from airflow_gang.metrics import parse_metrics
+from airflow_gang.reports.metrics import parse_metrics
 
 JsonDict = dict[str, Any]
 DeleteOnFinish = Literal["always", "on_success", "never"]

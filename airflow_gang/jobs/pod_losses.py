@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from airflow_gang.gang_state import GangSnapshot
-from airflow_gang.timeline import parse_time
+from airflow_gang.model.gang_state import GangSnapshot
+from airflow_gang.reports.timeline import parse_time
 
 JsonDict = dict[str, Any]
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from airflow_gang.kinds import DEFAULT_JOB_KIND, JobKind
-from airflow_gang.timeline import finished_at as finished_time
-from airflow_gang.timeline import parse_time
+from airflow_gang.reports.timeline import finished_at as finished_time
+from airflow_gang.reports.timeline import parse_time
 
 JsonDict = dict[str, Any]
 

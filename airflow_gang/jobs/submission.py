@@ -27,14 +27,14 @@ import logging
 from typing import Any, NamedTuple
 
 from airflow_gang.exceptions import GangApiError
-from airflow_gang.gang_state import finished_state, owned_by
 from airflow_gang.hooks.gang import GangJobHook
 from airflow_gang.jobs.cleanup import delete_gang
 from airflow_gang.jobs.creation import is_ours, job_create_refused, submit
 from airflow_gang.jobs.recipe import JobRecipe, recipe_of
 from airflow_gang.kinds import DEFAULT_JOB_KIND, JOB_KINDS, JobKind, job_kind_named
 from airflow_gang.kinds.pytorchjob.spec import GangJobSpec
-from airflow_gang.naming import TRY_NUMBER_LABEL, identity_selector
+from airflow_gang.model.gang_state import finished_state, owned_by
+from airflow_gang.model.naming import TRY_NUMBER_LABEL, identity_selector
 
 JsonDict = dict[str, Any]
 log = logging.getLogger(__name__)

@@ -13,7 +13,7 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from airflow_gang.timeline import parse_time
+from airflow_gang.reports.timeline import parse_time
 
 JsonDict = dict[str, Any]
 # ``both``: admission (with its deadline) then completion; ``completion`` ignores admission.

@@ -32,7 +32,6 @@ from airflow.sdk.exceptions import AirflowTaskTimeout
 
 from airflow_gang import links
 from airflow_gang.exceptions import GangJobLost, GangSpecError
-from airflow_gang.gang_state import GangPhase, GangStatus
 from airflow_gang.hooks.gang import GangJobHook
 from airflow_gang.hooks.retrying import WAIT_RETRY_POLICY
 from airflow_gang.jobs import checkpoints, cleanup, observation, submission
@@ -43,7 +42,6 @@ from airflow_gang.jobs.disruption import (
     GiveUp,
     check_max_disruptions,
 )
-from airflow_gang.jobs.disruption_report import job_given_up
 from airflow_gang.jobs.failure_memory import FailureMemory
 from airflow_gang.jobs.outcome import (
     DELETE_ON_FINISH_CHOICES,
@@ -56,14 +54,16 @@ from airflow_gang.jobs.recipe import JobRecipe
 from airflow_gang.jobs.result import job_result
 from airflow_gang.jobs.wait_plan import WaitPlan
 from airflow_gang.kinds import JobKind
-from airflow_gang.naming import identity_labels, job_name
-from airflow_gang.operators import state_store
-from airflow_gang.operators.state_store import STATE_STORE_JOB_KEY, STATE_STORE_PROGRESS_KEY
+from airflow_gang.model.gang_state import GangPhase, GangStatus
+from airflow_gang.model.naming import identity_labels, job_name
+from airflow_gang.model.outage import DEFAULT_API_UNAVAILABLE_TIMEOUT, Outage, unavailable_timeout_seconds
+from airflow_gang.model.validation import positive_seconds
 from airflow_gang.operators.worker_wait import WorkerWait
-from airflow_gang.outage import DEFAULT_API_UNAVAILABLE_TIMEOUT, Outage, unavailable_timeout_seconds
+from airflow_gang.reports.disruption_report import job_given_up
+from airflow_gang.state import state_store
+from airflow_gang.state.state_store import STATE_STORE_JOB_KEY, STATE_STORE_PROGRESS_KEY
 from airflow_gang.triggers import handover
 from airflow_gang.triggers.events import TRIGGER_DELETED, EventStatus, GangEvent
-from airflow_gang.validation import positive_seconds
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -292,7 +292,7 @@ class GangJobOperator(BaseOperator):
     @contextlib.contextmanager
     def _riding_out_outages(self, name: str, namespace: str) -> Iterator[GangJobHook]:
         """The hook inside the block: quick quiet retries per call, and an API that cannot be
-        reached waited for (`airflow_gang.outage`) up to ``api_unavailable_timeout``."""
+        reached waited for (`airflow_gang.model.outage`) up to ``api_unavailable_timeout``."""
         outage = Outage(
             f"{self.job_kind.kind} {namespace}/{name}",
             timeout=unavailable_timeout_seconds(self.api_unavailable_timeout),
@@ -394,7 +394,7 @@ class GangJobOperator(BaseOperator):
 
     def _remember(self, context: Context, job: JsonDict, *, delivered: bool = False) -> None:
         links.persist(context, job["metadata"]["namespace"], job["metadata"]["name"])
-        # The orphan reaper (airflow_gang.reaper) finds jobs through this entry.
+        # The orphan reaper (airflow_gang.state.reaper) finds jobs through this entry.
         conn, delete_on_finish = self.kubernetes_conn_id, self.delete_on_finish
         state_store.remember_job(context, job, conn, delete_on_finish, delivered=delivered)
 

@@ -17,15 +17,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
-from airflow_gang.gang_state import GangPhase, GangSnapshot, GangStatus, podgroup_queue, queue_mismatch
 from airflow_gang.hooks.gang import GangJobHook
-from airflow_gang.jobs import disruption_report, observation
+from airflow_gang.jobs import observation
 from airflow_gang.jobs.disruption import DisruptionTracker, GiveUp
 from airflow_gang.jobs.failure_memory import FailureMemory
 from airflow_gang.jobs.job_watch import JobWatch
 from airflow_gang.jobs.wait_plan import WaitPlan
 from airflow_gang.kinds import DEFAULT_JOB_KIND, JobKind
+from airflow_gang.model.gang_state import GangPhase, GangSnapshot, GangStatus, podgroup_queue, queue_mismatch
 from airflow_gang.operators.log_follower import LogFollower
+from airflow_gang.reports import disruption_report
 
 JsonDict = dict[str, Any]
 # How long the first look waits for the watches to list (it reads the objects itself after that).

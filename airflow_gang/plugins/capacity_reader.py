@@ -1,4 +1,4 @@
-"""Reads what `airflow_gang.capacity` needs, through `GangJobHook`, and only reads.
+"""Reads what `airflow_gang.model.capacity` needs, through `GangJobHook`, and only reads.
 
 Queues, PodGroups and the shown namespaces' pods come from the hook's own list calls. Nodes,
 the bound pods of every namespace and PriorityClasses are cluster-scoped reads the hook has no
@@ -15,11 +15,11 @@ from typing import Any
 
 from kubernetes import client as k8s
 
-from airflow_gang.capacity import ClusterCapacity, compute_capacity
 from airflow_gang.exceptions import GangApiError
 from airflow_gang.hooks.errors import ApiRequest
 from airflow_gang.hooks.gang import GangJobHook, read_json
 from airflow_gang.hooks.retrying import call_with_retries
+from airflow_gang.model.capacity import ClusterCapacity, compute_capacity
 
 JsonDict = dict[str, Any]
 

@@ -23,7 +23,7 @@ from airflow_gang.exceptions import GangApiError, GangCRDNotInstalled
 from airflow_gang.hooks.gang import GangJobHook
 from airflow_gang.hooks.retrying import RetryPolicy
 from airflow_gang.kinds import DEFAULT_JOB_KIND, JOB_KINDS, JobKind
-from airflow_gang.naming import MANAGED_BY_LABEL, MANAGED_BY_VALUE
+from airflow_gang.model.naming import MANAGED_BY_LABEL, MANAGED_BY_VALUE
 from airflow_gang.plugins.object_rows import pods_by_label
 from airflow_gang.plugins.settings import UiSettings
 from airflow_gang.plugins.summaries import job_summary, podgroup_for

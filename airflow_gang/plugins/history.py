@@ -1,7 +1,7 @@
 """The jobs the page still shows after cleanup deleted them: the operator's ``gang_history`` records.
 
 Each task instance that ran a gang job keeps a record per job in Airflow 3.3's task state store
-(`airflow_gang.jobs.history`). The page reads them straight from the metastore backend's
+(`airflow_gang.state.history`). The page reads them straight from the metastore backend's
 ``task_state_store`` table, in one query joined with the task instances' states, so a page of
 10,000 historical jobs costs one round trip to the metadata DB. A deployment whose state
 backend is not the metastore (``[state_store] backend``) keeps values where the API server
@@ -18,9 +18,9 @@ import threading
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from airflow_gang.jobs.history import HISTORY_KEY, LOG_TAIL_KEY, WAITS_FOR_KEY
 from airflow_gang.plugins.history_record import HistoryRecord, merged, to_int
 from airflow_gang.plugins.identity import TaskIdentity
+from airflow_gang.state.history import HISTORY_KEY, LOG_TAIL_KEY, WAITS_FOR_KEY
 
 log = logging.getLogger(__name__)
 JsonDict = dict[str, Any]

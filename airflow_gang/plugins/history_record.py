@@ -11,9 +11,9 @@ from functools import cached_property
 from typing import Any
 
 from airflow_gang.jobs.disruption import Disruption
-from airflow_gang.jobs.history import ENDED_STATES, GPU, SUBMITTED
 from airflow_gang.kinds import DEFAULT_JOB_KIND
 from airflow_gang.plugins.identity import TaskIdentity
+from airflow_gang.state.history import ENDED_STATES, GPU, SUBMITTED
 
 JsonDict = dict[str, Any]
 # A record whose job is gone and whose end no try wrote: killed, cleared, or its worker died.

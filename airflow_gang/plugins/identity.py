@@ -1,7 +1,7 @@
 """Which Airflow task instance a gang job belongs to, from its identity labels (pure).
 
 The operator labels every job with ``airflow-gang.io/dag-id``, ``task-id``, ``run-id``,
-``map-index`` and ``try-number`` (`airflow_gang.naming.identity_labels`). A label value can
+``map-index`` and ``try-number`` (`airflow_gang.model.naming.identity_labels`). A label value can
 only hold 63 characters of ``[A-Za-z0-9._-]``, so an id that does not fit (most run ids:
 ``manual__2026-01-01T00:00:00+00:00``) is stored as a readable prefix plus a hash. The real
 id is then recovered by matching candidates from the metadata DB (`metadata`), with
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
-from airflow_gang.naming import (
+from airflow_gang.model.naming import (
     DAG_ID_LABEL,
     MANAGED_BY_LABEL,
     MANAGED_BY_VALUE,

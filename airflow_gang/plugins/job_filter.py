@@ -10,7 +10,7 @@ from airflow_gang.kinds import DEFAULT_JOB_KIND, JOB_KINDS, JobKind, job_kind_na
 from airflow_gang.plugins.errors import PageError
 from airflow_gang.plugins.identity import label_of
 from airflow_gang.plugins.summaries import STATES
-from airflow_gang.timeline import parse_time
+from airflow_gang.reports.timeline import parse_time
 
 JsonDict = dict[str, Any]
 NO_QUEUE = "(no queue)"

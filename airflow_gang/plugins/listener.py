@@ -1,4 +1,4 @@
-"""The plugin's listener: runs the orphan reaper (`airflow_gang.reaper`) inside the scheduler.
+"""The plugin's listener: runs the orphan reaper (`airflow_gang.state.reaper`) inside the scheduler.
 
 Every Airflow component loads plugins, and with them this listener; only the scheduler starts a
 reaper. Airflow calls ``on_starting`` before a job knows its type, so a reaper thread is started
@@ -36,7 +36,7 @@ class GangReaperListener:
         from airflow.configuration import conf
 
         import airflow_gang.hooks.gang_async  # noqa: F401
-        from airflow_gang.reaper import OrphanReaper, find_candidates
+        from airflow_gang.state.reaper import OrphanReaper, find_candidates
 
         interval = conf.getfloat("gang", "orphan_reaper_interval", fallback=30.0)
         if interval <= 0:

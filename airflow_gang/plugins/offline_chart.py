@@ -6,11 +6,11 @@ shell (``static/page.html``) in its ``report`` view with ``gang.css``, ``theme.j
 ``gang.js`` inlined and the timeline embedded as JSON in the shape that route answers: the file
 opens from disk (``file://``), with no server and no network, and the same code draws the same
 chart (light or dark as the browser is, times in the zone picked in its header). gang.js is the
-only chart renderer; `airflow_gang.timeline.format_table` is the text table for logs.
+only chart renderer; `airflow_gang.reports.timeline.format_table` is the text table for logs.
 
 `timeline_data` turns job timelines (`JobTimeline`, what a DAG reads off the cluster) into that shape,
 `write_html` writes the file and `embedded_data` reads the data back out of one. Standard
-library only, besides `airflow_gang.timeline`: a DAG's task imports it.
+library only, besides `airflow_gang.reports.timeline`: a DAG's task imports it.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from airflow_gang.timeline import TIMED_OUT, JobTimeline
+from airflow_gang.reports.timeline import TIMED_OUT, JobTimeline
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
 DATA_ID = "gang-report-data"

@@ -63,5 +63,5 @@ class GangPlugin(AirflowPlugin):
             "icon": f"{URL_PREFIX}/static/icon.svg",
         }
     ]
-    # The orphan reaper (airflow_gang.reaper), run by the scheduler.
+    # The orphan reaper (airflow_gang.state.reaper), run by the scheduler.
     listeners: list[Any] = [listener]

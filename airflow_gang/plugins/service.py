@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from airflow_gang.naming import LABEL_PREFIX
+from airflow_gang.model.naming import LABEL_PREFIX
 from airflow_gang.plugins import actions
 from airflow_gang.plugins.access import Access
 from airflow_gang.plugins.capacity_reader import read_capacity
@@ -342,7 +342,7 @@ class GangPageService:
     def queues(self) -> JsonDict:
         """Every Volcano queue (state, capability, deserved share, what it holds, what its waiting
         gangs ask for, what is free to it, PodGroup counts), the cluster's totals, and each
-        waiting gang's place in Volcano's admission order (`airflow_gang.capacity`)."""
+        waiting gang's place in Volcano's admission order (`airflow_gang.model.capacity`)."""
         queues, podgroups = self.reader.queues()
         capacity = read_capacity(self.reader.hook, self.reader.namespaces).to_json()
         self.warnings.extend(capacity["warnings"])

@@ -14,15 +14,15 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from airflow_gang.gang_state import JOB_NAME_LABEL, GangSnapshot, GangStatus, gang_status
-from airflow_gang.jobs.history import ENDED_STATES, GPU, gang_resources
 from airflow_gang.jobs.pod_losses import WORDS, DisruptionReason, live_disruption
-from airflow_gang.k8s_objects import pod_requests
 from airflow_gang.kinds import DEFAULT_JOB_KIND, JobKind
+from airflow_gang.model.gang_state import JOB_NAME_LABEL, GangSnapshot, GangStatus, gang_status
+from airflow_gang.model.k8s_objects import pod_requests
+from airflow_gang.model.quantity import parse_quantity
 from airflow_gang.plugins.history_record import ENDING, GONE
 from airflow_gang.plugins.object_rows import condition_rows, event_row
-from airflow_gang.quantity import parse_quantity
-from airflow_gang.timeline import JobTimeline, job_timeline
+from airflow_gang.reports.timeline import JobTimeline, job_timeline
+from airflow_gang.state.history import ENDED_STATES, GPU, gang_resources
 
 JsonDict = dict[str, Any]
 # Live states (`gang_state.GangPhase`, plus "stuck": a job without gang scheduling holding part

@@ -2,9 +2,9 @@
 
 Both poke once (one cheap read of job, PodGroup and pods) and, when ``deferrable``, hand the rest
 of the wait to `GangJobTrigger`. They use the same decision as the operator
-(`airflow_gang.gang_state.gang_status`) and ride out API outages as it does: each read retries
+(`airflow_gang.model.gang_state.gang_status`) and ride out API outages as it does: each read retries
 briefly and quietly (`WAIT_RETRY_POLICY`, retries at DEBUG), and an outage that outlasts that is
-reported once per episode (`airflow_gang.outage`), in poke, reschedule and deferrable mode.
+reported once per episode (`airflow_gang.model.outage`), in poke, reschedule and deferrable mode.
 With ``admission_timeout`` they also enforce the operator's queue deadline, counted from the
 job's creation: a job still queued then is deleted (with its PodGroup and pods, so nothing keeps
 holding GPUs) and `GangAdmissionTimeout` raised.
@@ -24,18 +24,19 @@ from airflow.sdk.exceptions import AirflowSensorTimeout
 
 from airflow_gang import links
 from airflow_gang.exceptions import GangAdmissionTimeout, GangJobLost, PyTorchJobFailed
-from airflow_gang.gang_state import GangPhase, GangSnapshot, GangStatus
 from airflow_gang.hooks.gang import GangJobHook
 from airflow_gang.hooks.retrying import WAIT_RETRY_POLICY
-from airflow_gang.jobs import cleanup, history, observation, outcome, task_store
+from airflow_gang.jobs import cleanup, observation, outcome
 from airflow_gang.jobs.failure_memory import FailureMemory
 from airflow_gang.jobs.wait_plan import WaitFor, WaitPlan
 from airflow_gang.kinds import DEFAULT_JOB_KIND, JobKind, job_kind_named
-from airflow_gang.outage import DEFAULT_API_UNAVAILABLE_TIMEOUT, Outage, unavailable_timeout_seconds
-from airflow_gang.timeline import finished_at, parse_time
+from airflow_gang.model.gang_state import GangPhase, GangSnapshot, GangStatus
+from airflow_gang.model.outage import DEFAULT_API_UNAVAILABLE_TIMEOUT, Outage, unavailable_timeout_seconds
+from airflow_gang.model.validation import positive_seconds
+from airflow_gang.reports.timeline import finished_at, parse_time
+from airflow_gang.state import history, task_store
 from airflow_gang.triggers import handover
 from airflow_gang.triggers.events import EventStatus, GangEvent
-from airflow_gang.validation import positive_seconds
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -219,7 +220,7 @@ class _GangJobSensor(BaseSensorOperator):
     def _recording_the_end(self, context: Context, uid: str | None = None) -> Iterator[None]:
         """Keep, in this task's ``gang_history``, how the job ended when this sensor saw it end:
         the job's page then shows its outcome after cleanup deleted it, although the task that
-        submitted it did not wait (`airflow_gang.jobs.history`)."""
+        submitted it did not wait (`airflow_gang.state.history`)."""
         namespace = self._namespace()
         known = {"metadata": {"name": self.job_name, "namespace": namespace, "uid": uid}}
         try:

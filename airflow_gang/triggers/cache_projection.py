@@ -6,7 +6,7 @@ templates, pod specs and managed fields kept whole are tens of thousands of dict
 for each such pass (issue 33: the passes held the triggerer's event loop 0.2 to 1 s), and most of
 the cache's memory (the triggerer grew 98 MB at 1,000 jobs with whole objects, 76 MB without).
 
-What a look reads (`airflow_gang.gang_state.gang_status`, the timeline, the failure memory,
+What a look reads (`airflow_gang.model.gang_state.gang_status`, the timeline, the failure memory,
 the queue check, `watch_cache.followed`): every object's ``metadata`` (name, uid, labels,
 ownerReferences, resourceVersion, timestamps) and ``status``; a PodGroup whole (it is small);
 a job's ``spec`` without its pod templates (replica counts, run policy, trainer, runtime

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from airflow_gang.kinds import DEFAULT_JOB_KIND, JobKind
-from airflow_gang.outage import OutageLog
+from airflow_gang.model.outage import OutageLog
 from airflow_gang.triggers.list_watch import ListWatch, WatchTrouble
 
 if TYPE_CHECKING:

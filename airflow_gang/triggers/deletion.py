@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from airflow_gang.exceptions import GangApiError, GangApiUnavailable
 from airflow_gang.jobs.deletion import Step, deletion_plan, leftovers, not_ours, podgroup_to_delete
 from airflow_gang.kinds import DEFAULT_JOB_KIND, JobKind
-from airflow_gang.outage import Outage, OutageLog, aride_out
+from airflow_gang.model.outage import Outage, OutageLog, aride_out
 
 if TYPE_CHECKING:
     from airflow_gang.hooks.gang_async import AsyncGangJobHook

@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from airflow_gang.gang_state import GangSnapshot
-from airflow_gang.jobs import disruption_report
 from airflow_gang.jobs.disruption import DisruptionTracker
+from airflow_gang.model.gang_state import GangSnapshot
+from airflow_gang.reports import disruption_report
 from airflow_gang.triggers import status_lines
 from airflow_gang.triggers.events import WaitingFor, gang_event
 

@@ -22,12 +22,12 @@ from airflow_gang.exceptions import (
     GangJobLost,
     GangQueueMismatch,
 )
-from airflow_gang.gang_state import GangSnapshot
 from airflow_gang.jobs.deletion import after_deletion
-from airflow_gang.jobs.disruption_report import give_up_error
 from airflow_gang.kinds import DEFAULT_JOB_KIND
-from airflow_gang.outage import OutageLog
-from airflow_gang.timeline import finished_at
+from airflow_gang.model.gang_state import GangSnapshot
+from airflow_gang.model.outage import OutageLog
+from airflow_gang.reports.disruption_report import give_up_error
+from airflow_gang.reports.timeline import finished_at
 
 JsonDict = dict[str, Any]
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 import asyncio
 from typing import Protocol
 
-from airflow_gang.gang_state import GangSnapshot
 from airflow_gang.kinds import DEFAULT_JOB_KIND, JobKind
+from airflow_gang.model.gang_state import GangSnapshot
 from airflow_gang.triggers.watch_cache import WatchCache
 
 

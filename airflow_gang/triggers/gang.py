@@ -1,7 +1,7 @@
 """`GangJobTrigger`: waits asynchronously for a gang's admission, then (optionally) its completion.
 
 It follows the job, its PodGroup and its pods with list + watch (`change_feed.ChangeFeed`:
-re-listing after ``410 Gone``), re-evaluates `airflow_gang.gang_state.gang_status` on every
+re-listing after ``410 Gone``), re-evaluates `airflow_gang.model.gang_state.gang_status` on every
 change, and yields exactly one event:
 
 ``{status: admitted|succeeded|failed|admission_timeout|queue_mismatch|disrupted|lost|
@@ -11,7 +11,7 @@ api_unavailable|error, reason, name, namespace, uid, phase, message, timeline, d
 
 While the watches work, the objects are read again only on a change (and every
 `RESYNC_SECONDS` as a safety net); while one fails, every ``poll_interval``. An API that cannot be
-reached is ridden out (`airflow_gang.outage`): one WARNING per episode, and after
+reached is ridden out (`airflow_gang.model.outage`): one WARNING per episode, and after
 ``api_unavailable_timeout`` an ``api_unavailable`` event, with nothing deleted. Deadlines travel
 as absolute UTC times, so a triggerer restart does not reset the clock; after an outage the
 decision comes from what the objects say (a gang admitted meanwhile counts as admitted, at its
@@ -46,12 +46,12 @@ from typing import TYPE_CHECKING, Any, Literal
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_gang.exceptions import GangApiError
-from airflow_gang.gang_state import GangPhase, GangSnapshot
 from airflow_gang.jobs.disruption import DisruptionTracker
 from airflow_gang.jobs.failure_memory import FailureMemory
 from airflow_gang.jobs.wait_plan import WaitFor
 from airflow_gang.kinds import DEFAULT_JOB_KIND, job_kind_named
-from airflow_gang.outage import DEFAULT_API_UNAVAILABLE_TIMEOUT, Outage, is_outage
+from airflow_gang.model.gang_state import GangPhase, GangSnapshot
+from airflow_gang.model.outage import DEFAULT_API_UNAVAILABLE_TIMEOUT, Outage, is_outage
 from airflow_gang.triggers import connection_lookup, disruption_steps, looks, status_lines, watch_cache
 from airflow_gang.triggers.change_feed import ChangeFeed
 from airflow_gang.triggers.deletion import delete_for_kill, delete_gang

@@ -4,7 +4,7 @@ List (for a resourceVersion and the current objects), then watch from there, res
 last event's or bookmark's version when the server ends the stream, and listing again after
 ``410 Gone`` — at once the first time, then more slowly, so a server answering 410 to every
 fresh version cannot spin the loop. Any other failure is retried with capped, jittered
-backoff (both rules in `airflow_gang.watch_rules`, shared with the worker's synchronous
+backoff (both rules in `airflow_gang.model.watch_rules`, shared with the worker's synchronous
 `airflow_gang.jobs.job_watch`); what a failure means (polling meanwhile) is the owner's to
 decide through the callbacks, and nothing but cancellation ends the loop. Owners say it with
 `WatchTrouble`.
@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from airflow_gang.exceptions import GangApiError
-from airflow_gang.outage import may_mean_moved
-from airflow_gang.watch_rules import WatchTrouble, relist_delay, retry_delay
+from airflow_gang.model.outage import may_mean_moved
+from airflow_gang.model.watch_rules import WatchTrouble, relist_delay, retry_delay
 
 if TYPE_CHECKING:
     from airflow_gang.hooks.gang_async import AsyncGangJobHook

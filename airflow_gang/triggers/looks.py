@@ -10,9 +10,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from airflow_gang.exceptions import GangApiError
-from airflow_gang.gang_state import GangSnapshot
 from airflow_gang.jobs.failure_memory import FailureMemory
 from airflow_gang.kinds import JobKind
+from airflow_gang.model.gang_state import GangSnapshot
 
 if TYPE_CHECKING:
     from airflow_gang.hooks.gang_async import AsyncGangJobHook

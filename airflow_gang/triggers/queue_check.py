@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from airflow_gang.gang_state import GangSnapshot, podgroup_queue, queue_mismatch, queue_mismatch_message
-from airflow_gang.outage import OutageLog
+from airflow_gang.model.gang_state import GangSnapshot, podgroup_queue, queue_mismatch, queue_mismatch_message
+from airflow_gang.model.outage import OutageLog
 from airflow_gang.triggers.events import WaitingFor, gang_event
 from airflow_gang.triggers.status_lines import write
 

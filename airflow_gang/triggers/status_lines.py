@@ -36,8 +36,8 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal
 
-from airflow_gang.gang_state import GangPhase, GangStatus
-from airflow_gang.outage import OutageLog
+from airflow_gang.model.gang_state import GangPhase, GangStatus
+from airflow_gang.model.outage import OutageLog
 
 LEVELS = {"info": logging.INFO, "debug": logging.DEBUG, "warning": logging.WARNING}
 Level = Literal["info", "debug", "warning"]

@@ -43,8 +43,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from airflow_gang.kinds import DEFAULT_JOB_KIND, JOB_KINDS, JobKind
-from airflow_gang.naming import MANAGED_BY_LABEL, MANAGED_BY_VALUE
-from airflow_gang.outage import OutageLog
+from airflow_gang.model.naming import MANAGED_BY_LABEL, MANAGED_BY_VALUE
+from airflow_gang.model.outage import OutageLog
 from airflow_gang.triggers import heap
 from airflow_gang.triggers.cache_projection import projected
 from airflow_gang.triggers.list_watch import ListWatch, WatchTrouble

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from airflow_gang.exceptions import GangSpecError
-from airflow_gang.naming import MAX_JOB_NAME_LENGTH
+from airflow_gang.model.naming import MAX_JOB_NAME_LENGTH
 from airflow_gang.operators.train_job import runtime_gang_mode
 from airflow_gang.spec import GangScheduling
 from airflow_gang.trainjob_spec import (

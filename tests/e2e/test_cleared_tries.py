@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s
 
-from airflow_gang.gang_state import last_true_condition
 from airflow_gang.hooks.gang import GangJobHook
 from airflow_gang.jobs import submission
-from airflow_gang.naming import identity_labels, job_name
+from airflow_gang.model.gang_state import last_true_condition
+from airflow_gang.model.naming import identity_labels, job_name
 from airflow_gang.spec import GangJobSpec
 from tests.support.cluster import PYTORCHJOBS, delete_job, jobs_of
 from tests.waiting import eventually

@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s
 
-from airflow_gang.naming import DAG_ID_LABEL, safe_label_value
+from airflow_gang.model.naming import DAG_ID_LABEL, safe_label_value
 from airflow_gang.spec import GangJobSpec
 from gang_sim.cluster import SimCluster
 from tests.support.cluster import PODGROUPS, PYTORCHJOBS, delete_job

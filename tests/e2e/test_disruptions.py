@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s
 
-from airflow_gang.naming import DAG_ID_LABEL, safe_label_value
+from airflow_gang.model.naming import DAG_ID_LABEL, safe_label_value
 from gang_sim.cluster import SimCluster
 from tests.statsd_listener import airflow_sending_to
 from tests.support.dag_runs import task_states

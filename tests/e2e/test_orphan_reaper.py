@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s
 
-from airflow_gang.gang_state import last_true_condition
-from airflow_gang.reaper import OrphanReaper, find_candidates
+from airflow_gang.model.gang_state import last_true_condition
+from airflow_gang.state.reaper import OrphanReaper, find_candidates
 from tests.statsd_listener import airflow_sending_to
 from tests.support.cluster import delete_job, jobs_of
 from tests.support.dag_runs import task_states
@@ -87,7 +87,7 @@ def test_a_live_job_whose_task_instance_no_try_will_wait_for_is_deleted(
 ) -> None:
     dag_run, name = live_job(write_dag, api)
     set_ti_state(dag_run, "train", state)
-    with caplog.at_level(logging.WARNING, logger="airflow_gang.reaper"):
+    with caplog.at_level(logging.WARNING, logger="airflow_gang.state.reaper"):
         assert name in sweep()
     assert not jobs_of(api, dag_run.dag_id)
     assert f"deleting orphaned PyTorchJob default/{name}" in caplog.text
@@ -137,7 +137,7 @@ def test_a_finished_job_is_deleted_only_as_its_delete_on_finish_says(
 
     eventually(finished, timeout=30, message=f"the handed-on job did not end {outcome}")
     set_ti_state(dag_run, "train", "failed")
-    with caplog.at_level(logging.WARNING, logger="airflow_gang.reaper"):
+    with caplog.at_level(logging.WARNING, logger="airflow_gang.state.reaper"):
         reaped = sweep()
     if deleted:
         assert reaped == [name]

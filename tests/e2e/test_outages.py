@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s
 
-from airflow_gang.naming import DAG_ID_LABEL
-from airflow_gang.timeline import parse_time
+from airflow_gang.model.naming import DAG_ID_LABEL
+from airflow_gang.reports.timeline import parse_time
 from gang_sim.cluster import SimCluster
 from tests.support.cluster import PYTORCHJOBS
 from tests.support.dag_runs import task_states
@@ -137,7 +137,7 @@ def dag_values(out: Path, deferrable: bool, **overrides: Any) -> dict[str, Any]:
 
 
 # Each kind of outage in one mode each, plus the closed listener in the worker (CI time): the
-# worker and the triggerer share the outage handling (airflow_gang.outage), and
+# worker and the triggerer share the outage handling (airflow_gang.model.outage), and
 # test_trigger_watches.py covers the trigger under both. (faults, deferrable, job seconds, seconds
 # until the faults are cleared, outage episodes the wait notices.)
 OUTAGES = pytest.mark.parametrize(

@@ -25,7 +25,7 @@ from kubernetes import client as k8s
 
 from airflow_gang.exceptions import GangJobLost
 from airflow_gang.hooks.gang import GangJobHook
-from airflow_gang.naming import TRY_NUMBER_LABEL
+from airflow_gang.model.naming import TRY_NUMBER_LABEL
 from airflow_gang.operators.pytorch_job import PyTorchJobOperator
 from airflow_gang.triggers.gang import GangJobTrigger
 from gang_sim.cluster import SimCluster

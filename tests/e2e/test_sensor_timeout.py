@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s
 
-from airflow_gang.gang_state import last_true_condition
+from airflow_gang.model.gang_state import last_true_condition
 from tests.support.cluster import delete_job, jobs_of
 from tests.support.dag_runs import task_states
 

@@ -23,7 +23,7 @@ from airflow_gang.exceptions import GangApiError
 from airflow_gang.hooks.gang import GangJobHook
 from airflow_gang.hooks.retrying import WAIT_RETRY_POLICY
 from airflow_gang.jobs import cleanup, submission
-from airflow_gang.naming import identity_labels
+from airflow_gang.model.naming import identity_labels
 from airflow_gang.spec import GangJobSpec
 from gang_sim.cluster import SimCluster
 

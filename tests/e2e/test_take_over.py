@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s
 
-from airflow_gang.naming import DAG_ID_LABEL
+from airflow_gang.model.naming import DAG_ID_LABEL
 from gang_sim.cluster import SimCluster
 from tests.support.cluster import PODGROUPS, PYTORCHJOBS, delete_job, jobs_of
 from tests.support.dag_runs import task_states
@@ -33,7 +33,7 @@ import time
 
 from airflow.sdk import DAG, task
 from airflow_gang.hooks.gang import GangJobHook
-from airflow_gang.naming import identity_labels
+from airflow_gang.model.naming import identity_labels
 from airflow_gang.operators.pytorch_job import PyTorchJobOperator
 from airflow_gang.spec import GangJobSpec
 

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s
 
-from airflow_gang.gang_state import NOT_GANG_SCHEDULED
+from airflow_gang.model.gang_state import NOT_GANG_SCHEDULED
 from tests.support.cluster import leftovers, running_gang
 from tests.support.dag_runs import MODES, task_states
 from tests.waiting import eventually

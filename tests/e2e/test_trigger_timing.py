@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s
 
-from airflow_gang.gang_state import last_true_condition
 from airflow_gang.hooks.gang import GangJobHook
-from airflow_gang.timeline import parse_time
+from airflow_gang.model.gang_state import last_true_condition
+from airflow_gang.reports.timeline import parse_time
 from airflow_gang.triggers.gang import GangJobTrigger
 from tests.support.cluster import NAMESPACE, delete_job, jobs_of, pods_of
 from tests.support.dag_runs import task_states

@@ -34,8 +34,8 @@ import pytest
 from kubernetes import client as k8s
 
 from airflow_gang.exceptions import GangApiUnavailable
-from airflow_gang.gang_state import last_true_condition
 from airflow_gang.hooks.gang import GangJobHook
+from airflow_gang.model.gang_state import last_true_condition
 from airflow_gang.operators.pytorch_job import PyTorchJobOperator
 from airflow_gang.sensors.gang import PyTorchJobSensor
 from airflow_gang.triggers.gang import GangJobTrigger

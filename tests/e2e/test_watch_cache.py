@@ -17,7 +17,7 @@ from kubernetes import client as k8s
 
 from airflow_gang.hooks.client_pool import USER_AGENT
 from airflow_gang.hooks.gang import GangJobHook
-from airflow_gang.naming import identity_labels
+from airflow_gang.model.naming import identity_labels
 from airflow_gang.triggers import watch_cache
 from gang_sim.cluster import SimCluster
 from tests.sim.apiserver.helpers import call

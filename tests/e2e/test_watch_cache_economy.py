@@ -2,7 +2,7 @@
 
 - what the shared watch cache keeps of each object (`cache_projection`) decides a gang's status
   exactly as the whole objects read with GETs do;
-- the cache reads its lists in pages (`async_watches.LIST_PAGE_SIZE`), each page one request;
+- the cache reads its lists in pages (`gang_async.LIST_PAGE_SIZE`), each page one request;
 - triggers starting together share one connection look-up (`connection_lookup`);
 - triggers wait for a shared cache whose first list is slow but getting on, instead of each
   looking with its own requests (which, at 10,000 jobs, slowed that list further).
@@ -24,11 +24,11 @@ from urllib.parse import urlsplit
 import pytest
 from kubernetes import client as k8s
 
-from airflow_gang.gang_state import GangPhase, GangSnapshot
-from airflow_gang.hooks import async_watches
+from airflow_gang.hooks import gang_async
 from airflow_gang.hooks.gang_async import AsyncGangJobHook
 from airflow_gang.job_kinds import PYTORCHJOB
-from airflow_gang.timeline import gang_admitted_at
+from airflow_gang.model.gang_state import GangPhase, GangSnapshot
+from airflow_gang.reports.timeline import gang_admitted_at
 from airflow_gang.triggers import gang, looks, watch_cache
 from airflow_gang.triggers.gang import GangJobTrigger
 from gang_sim.cluster import SimCluster
@@ -152,7 +152,7 @@ def test_the_cache_lists_in_pages_each_one_request(
     api: k8s.ApiClient,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(async_watches, "LIST_PAGE_SIZE", 2)
+    monkeypatch.setattr(gang_async, "LIST_PAGE_SIZE", 2)
     jobs = [submit(10.0) for _ in range(7)]
     # Every job's pod exists before the cache lists, so each kind lists seven objects.
     eventually(lambda: pods_of(api, jobs) == 7, timeout=30, message="the seven jobs' pods were not created")
@@ -213,7 +213,7 @@ def test_triggers_wait_for_a_first_list_that_is_slow_but_getting_on_without_requ
 ) -> None:
     """Every page of pods takes 1.5 s, one pod per page: the cache's first list takes longer than
     a trigger waits for a cache that makes no progress (2 s here), but a page comes every 1.5 s."""
-    monkeypatch.setattr(async_watches, "LIST_PAGE_SIZE", 1)
+    monkeypatch.setattr(gang_async, "LIST_PAGE_SIZE", 1)
     monkeypatch.setattr(gang, "CACHE_SYNC_SECONDS", 2.0)
     jobs = [submit(3.0) for _ in range(4)]
     eventually(lambda: pods_of(api, jobs) == 4, timeout=30, message="the four jobs' pods were not created")

@@ -33,7 +33,7 @@ import pytest
 from kubernetes import client as k8s
 
 from airflow_gang.hooks.gang import GangJobHook
-from airflow_gang.naming import job_name
+from airflow_gang.model.naming import job_name
 from airflow_gang.spec import GangJobSpec
 from gang_sim.cluster import SimCluster
 from tests.e2e.conftest import load_dag_file
@@ -174,7 +174,7 @@ def _forget_other_histories() -> None:
     from airflow.utils.session import create_session
     from sqlalchemy import delete
 
-    from airflow_gang.jobs.history import HISTORY_KEY, LOG_TAIL_KEY
+    from airflow_gang.state.history import HISTORY_KEY, LOG_TAIL_KEY
 
     with create_session() as session:
         session.execute(

@@ -19,7 +19,7 @@ import yaml
 from fastapi.testclient import TestClient
 
 from airflow_gang.exceptions import GangApiError
-from airflow_gang.naming import RUN_ID_LABEL, safe_label_value
+from airflow_gang.model.naming import RUN_ID_LABEL, safe_label_value
 from airflow_gang.plugins.app import create_app
 from airflow_gang.plugins.errors import classify
 from tests.plugins.conftest import ADMITTED_PHASES, OTHER_NAMESPACE, Scenario, free_port

@@ -29,8 +29,8 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from kubernetes import client as k8s
 
-from airflow_gang.gang_state import JOB_NAME_LABEL
-from airflow_gang.naming import TASK_ID_LABEL, job_name
+from airflow_gang.model.gang_state import JOB_NAME_LABEL
+from airflow_gang.model.naming import TASK_ID_LABEL, job_name
 from airflow_gang.plugins.app import create_app
 from airflow_gang.plugins.settings import UiSettings
 from gang_sim.cluster import SimCluster

@@ -24,7 +24,7 @@ from fastapi.testclient import TestClient
 from kubernetes import client as k8s
 
 from airflow_gang.hooks.gang import GangJobHook
-from airflow_gang.naming import job_name
+from airflow_gang.model.naming import job_name
 from airflow_gang.plugins.app import create_app
 from airflow_gang.plugins.settings import UiSettings
 from gang_sim.cluster import SimCluster

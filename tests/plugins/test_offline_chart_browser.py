@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow_gang.plugins.offline_chart import write_html
-from airflow_gang.timeline import JobTimeline, timed_out
+from airflow_gang.reports.timeline import JobTimeline, timed_out
 from tests.plugins.conftest import css, script_errors, wait_for
 
 T0 = dt.datetime(2026, 11, 30, 12, 0, 0, tzinfo=dt.UTC)

@@ -27,7 +27,7 @@ from kubernetes import client as k8s
 
 from airflow_gang.hooks.gang import GangJobHook
 from airflow_gang.job_kinds import TRAINJOB
-from airflow_gang.naming import identity_labels
+from airflow_gang.model.naming import identity_labels
 from airflow_gang.plugins import actions
 from airflow_gang.plugins.app import create_app
 from airflow_gang.plugins.cluster_reader import UI_RETRY_POLICY, ClusterReader

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from airflow_gang.kinds import PYTORCHJOB
-from airflow_gang.naming import identity_labels, safe_label_value
+from airflow_gang.model.naming import identity_labels, safe_label_value
 from airflow_gang.plugins.identity import LabelIdentity, TaskIdentity, identity_view, task_instance_path
 from airflow_gang.plugins.metadata import MetadataReader, clear_cache
 from airflow_gang.plugins.settings import base_path, parse_namespaces

@@ -21,7 +21,7 @@ import time
 import pytest
 from kubernetes import client as k8s
 
-from airflow_gang.gang_state import last_true_condition
+from airflow_gang.model.gang_state import last_true_condition
 from gang_stack import AirflowStack
 from tests.production.conftest import HEARTBEAT_TIMEOUT, SWEEP
 from tests.production.dags import WORKER_LOSS_NO_RETRY, WORKER_LOSS_RETRY

@@ -32,7 +32,7 @@ from airflow_gang.hooks.errors import (
 )
 from airflow_gang.hooks.retrying import RetryPolicy
 from airflow_gang.job_kinds import TRAINJOB
-from airflow_gang.outage import Outage
+from airflow_gang.model.outage import Outage
 from airflow_gang.spec import GangJobSpec
 from airflow_gang.trainjob_spec import TrainJobSpec
 from airflow_gang.triggers.gang import GangJobTrigger

@@ -27,7 +27,7 @@ import pytest
 import yaml
 from cryptography.fernet import Fernet
 
-from airflow_gang.reaper import STATE_STORE_JOB_KEY
+from airflow_gang.state.reaper import STATE_STORE_JOB_KEY
 from gang_sim.cluster import SimCluster
 from gang_stack import AirflowStack
 from gang_stack.settings import load_secrets

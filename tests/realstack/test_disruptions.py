@@ -33,7 +33,7 @@ import pytest
 from kubernetes import client as k8s
 from kubernetes import watch as k8s_watch
 
-from airflow_gang.naming import DAG_ID_LABEL, TRY_NUMBER_LABEL, safe_label_value
+from airflow_gang.model.naming import DAG_ID_LABEL, TRY_NUMBER_LABEL, safe_label_value
 from gang_sim.cluster import SimCluster
 from gang_sim.drain import cordon, drain_node
 from gang_stack import AirflowStack

@@ -26,8 +26,8 @@ from functools import partial
 
 from kubernetes import client as k8s
 
-from airflow_gang.gang_state import last_true_condition
-from airflow_gang.timeline import parse_time
+from airflow_gang.model.gang_state import last_true_condition
+from airflow_gang.reports.timeline import parse_time
 from gang_stack import AirflowStack
 from tests.realstack.dags import SMALL_QUOTA_QUEUE
 from tests.support.cluster import job_of, jobs_of, live_job

@@ -36,8 +36,8 @@ import pytest
 from kubernetes import client as k8s
 from kubernetes import watch as k8s_watch
 
-from airflow_gang.naming import DAG_ID_LABEL, TASK_ID_LABEL, TRY_NUMBER_LABEL, safe_label_value
-from airflow_gang.timeline import parse_time
+from airflow_gang.model.naming import DAG_ID_LABEL, TASK_ID_LABEL, TRY_NUMBER_LABEL, safe_label_value
+from airflow_gang.reports.timeline import parse_time
 from gang_sim.cluster import SimCluster
 from gang_stack import AirflowStack
 from tests.realstack.conftest import REAPER_INTERVAL, TRAINJOBS

@@ -23,7 +23,7 @@ from typing import Any
 
 from kubernetes import client as k8s
 
-from airflow_gang.timeline import parse_time
+from airflow_gang.reports.timeline import parse_time
 from gang_stack import AirflowStack
 from tests.realstack.conftest import EMPTY
 from tests.support.cluster import cluster_blocker, delete_blocker, leftovers, trainjobs_of

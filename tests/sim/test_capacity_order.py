@@ -18,8 +18,8 @@ import pytest
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
-from airflow_gang.capacity import ClusterCapacity
 from airflow_gang.hooks.gang import GangJobHook
+from airflow_gang.model.capacity import ClusterCapacity
 from airflow_gang.plugins.capacity_reader import read_capacity
 from airflow_gang.spec import GangJobSpec
 from gang_sim.cluster import SimCluster

@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 from kubernetes import client as k8s
 
-from airflow_gang.naming import DAG_ID_LABEL, TASK_ID_LABEL
+from airflow_gang.model.naming import DAG_ID_LABEL, TASK_ID_LABEL
 from airflow_gang.spec import GangJobSpec
 from gang_sim.cluster import SimCluster
 from tests.waiting import eventually

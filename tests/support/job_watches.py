@@ -16,7 +16,7 @@ from typing import Any
 from kubernetes import client as k8s
 from kubernetes import watch
 
-from airflow_gang.naming import DAG_ID_LABEL, TASK_ID_LABEL, TRY_NUMBER_LABEL, safe_label_value
+from airflow_gang.model.naming import DAG_ID_LABEL, TASK_ID_LABEL, TRY_NUMBER_LABEL, safe_label_value
 from gang_sim.cluster import SimCluster
 from tests.support.cluster import PYTORCHJOBS
 

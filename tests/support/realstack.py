@@ -17,7 +17,7 @@ from typing import Any
 
 import sqlalchemy
 
-from airflow_gang.timeline import parse_time
+from airflow_gang.reports.timeline import parse_time
 from gang_stack import AirflowStack
 
 # The scheduler's line when it reads a deferring try's report while the resumed try is already

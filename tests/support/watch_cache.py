@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from airflow_gang.hooks.gang import GangJobHook
-from airflow_gang.naming import identity_labels
+from airflow_gang.model.naming import identity_labels
 from airflow_gang.triggers.gang import GangJobTrigger
 from gang_sim.cluster import SimCluster
 from tests.support import submission

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow_gang.naming import is_dns_1035_label
-from airflow_gang.quantity import parse_quantity, sum_resources
+from airflow_gang.model.naming import is_dns_1035_label
+from airflow_gang.model.quantity import parse_quantity, sum_resources
 from airflow_gang.spec import GangJobSpec, GangScheduling, pod_requests
 
 

@@ -1,4 +1,4 @@
-"""`airflow_gang.capacity`: cluster totals, per-queue numbers, Volcano's admission order and the
+"""`airflow_gang.model.capacity`: cluster totals, per-queue numbers, Volcano's admission order and the
 sentence each waiting gang gets, from wire-form objects (no cluster)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from airflow_gang.capacity import (
+from airflow_gang.model.capacity import (
     ClusterCapacity,
     admission_order,
     compute_capacity,

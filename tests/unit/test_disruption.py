@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 
 from airflow_gang.exceptions import GangSpecError
-from airflow_gang.gang_state import GangSnapshot
 from airflow_gang.jobs.disruption import Disruption, DisruptionTracker, check_max_disruptions
-from airflow_gang.jobs.disruption_report import step_lines
 from airflow_gang.jobs.pod_losses import DisruptionReason, live_disruption, pod_loss
+from airflow_gang.model.gang_state import GangSnapshot
+from airflow_gang.reports.disruption_report import step_lines
 
 JsonDict = dict[str, Any]
 T0 = dt.datetime(2026, 12, 5, 6, 0, tzinfo=dt.UTC)

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from airflow_gang.gang_state import NOT_GANG_SCHEDULED, GangPhase, failing_replica, gang_status
+from airflow_gang.model.gang_state import NOT_GANG_SCHEDULED, GangPhase, failing_replica, gang_status
 
 JsonDict = dict[str, Any]
 

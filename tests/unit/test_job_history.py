@@ -1,4 +1,4 @@
-"""The records a task instance keeps of its jobs (`airflow_gang.jobs.history`) and how the page
+"""The records a task instance keeps of its jobs (`airflow_gang.state.history`) and how the page
 merges the records of one job kept by two tasks (`airflow_gang.plugins.history_record.merged`)."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ import datetime as dt
 
 import pytest
 
-from airflow_gang.jobs import history
 from airflow_gang.plugins.history_record import HistoryRecord, merged
 from airflow_gang.plugins.identity import TaskIdentity
+from airflow_gang.state import history
 
 NOW = dt.datetime(2026, 12, 1, 12, 0, tzinfo=dt.UTC)
 

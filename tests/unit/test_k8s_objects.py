@@ -4,7 +4,7 @@ import datetime
 
 from kubernetes import client as k8s
 
-from airflow_gang.k8s_objects import deep_merge, to_wire
+from airflow_gang.model.k8s_objects import deep_merge, to_wire
 
 
 def test_to_wire_uses_the_camel_case_wire_names_of_client_models() -> None:

@@ -29,7 +29,7 @@ KIND_WORDS = {
 }
 # (module, literal): why it stays.
 ALLOWED = {
-    ("reaper.py", "pytorchjob"): "the task state store key every try has written its job under since "
+    ("state/reaper.py", "pytorchjob"): "the task state store key every try has written its job under since "
     "0.1, for any kind: renaming it would hide running jobs from the orphan reaper",
 }
 

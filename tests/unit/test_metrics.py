@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_gang.metrics import parse_metrics
+from airflow_gang.reports.metrics import parse_metrics
 
 
 def test_the_last_value_of_each_metric_wins() -> None:

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from airflow_gang import naming
-from airflow_gang.naming import (
+from airflow_gang.model import naming
+from airflow_gang.model.naming import (
     identity_labels,
     identity_selector,
     is_dns_1035_label,

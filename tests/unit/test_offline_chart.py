@@ -17,7 +17,7 @@ from airflow_gang.plugins.offline_chart import (
     write_html,
 )
 from airflow_gang.plugins.schemas import TimelinePage
-from airflow_gang.timeline import JobTimeline, timed_out
+from airflow_gang.reports.timeline import JobTimeline, timed_out
 
 T0 = dt.datetime(2026, 11, 30, 12, 0, 0, tzinfo=dt.UTC)
 

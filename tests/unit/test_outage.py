@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from airflow_gang.exceptions import GangApiError, GangApiUnavailable
-from airflow_gang.outage import Outage, ride_out
+from airflow_gang.model.outage import Outage, ride_out
 from airflow_gang.triggers.change_feed import ChangeFeed
 from airflow_gang.triggers.watch_cache import WatchCache
 

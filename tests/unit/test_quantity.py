@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from airflow_gang.quantity import QuantityError, format_quantity, parse_quantity, sum_resources
+from airflow_gang.model.quantity import QuantityError, format_quantity, parse_quantity, sum_resources
 
 
 @pytest.mark.parametrize(

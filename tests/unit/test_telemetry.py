@@ -1,4 +1,4 @@
-"""Operational metrics reach a StatsD server through Airflow's own facade (`airflow_gang.telemetry`),
+"""Operational metrics reach a StatsD server through Airflow's own facade (`airflow_gang.reports.telemetry`),
 from a task process (the Task SDK's facade) and from the scheduler or triggerer (core's)."""
 
 from __future__ import annotations
@@ -7,10 +7,10 @@ import datetime as dt
 
 import pytest
 
-from airflow_gang import telemetry
 from airflow_gang.exceptions import GangApiError
-from airflow_gang.jobs import history
-from airflow_gang.outage import Outage
+from airflow_gang.model.outage import Outage
+from airflow_gang.reports import telemetry
+from airflow_gang.state import history
 from tests.statsd_listener import airflow_sending_to
 
 NOW = dt.datetime(2026, 12, 1, 12, 0, tzinfo=dt.UTC)

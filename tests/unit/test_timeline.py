@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from airflow_gang.timeline import JobTimeline, format_table, job_timeline, timed_out
+from airflow_gang.reports.timeline import JobTimeline, format_table, job_timeline, timed_out
 
 T0 = dt.datetime(2026, 11, 30, 12, 0, 0, tzinfo=dt.UTC)
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from airflow_gang.exceptions import GangSpecError
-from airflow_gang.validation import positive_seconds
+from airflow_gang.model.validation import positive_seconds
 
 
 @pytest.mark.parametrize(

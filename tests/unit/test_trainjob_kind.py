@@ -9,7 +9,10 @@ from typing import Any
 import pytest
 
 from airflow_gang.exceptions import GangSpecError
-from airflow_gang.gang_state import (
+from airflow_gang.job_kinds import PYTORCHJOB, QUEUE_ANNOTATION, TRAINJOB, job_kind_named
+from airflow_gang.jobs.failure_memory import FailureMemory
+from airflow_gang.jobs.result import job_result
+from airflow_gang.model.gang_state import (
     TRAINER_NOT_GANG_SCHEDULED,
     GangPhase,
     GangSnapshot,
@@ -17,9 +20,6 @@ from airflow_gang.gang_state import (
     podgroup_queue,
     queue_mismatch,
 )
-from airflow_gang.job_kinds import PYTORCHJOB, QUEUE_ANNOTATION, TRAINJOB, job_kind_named
-from airflow_gang.jobs.failure_memory import FailureMemory
-from airflow_gang.jobs.result import job_result
 from airflow_gang.operators.train_job import runtime_gang_mode
 from airflow_gang.trainjob_spec import PATCH_MANAGER, runtime_queue
 

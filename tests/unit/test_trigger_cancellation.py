@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from airflow_gang.gang_state import GangSnapshot
+from airflow_gang.model.gang_state import GangSnapshot
 from airflow_gang.triggers.gang import GangJobTrigger
 
 QUEUED_JOB = {

@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 import structlog
 
-from airflow_gang.gang_state import GangPhase, GangStatus, gang_status
 from airflow_gang.job_kinds import PYTORCHJOB, TRAINJOB
-from airflow_gang.naming import identity_labels
+from airflow_gang.model.gang_state import GangPhase, GangStatus, gang_status
+from airflow_gang.model.naming import identity_labels
 from airflow_gang.spec import GangJobSpec
 from airflow_gang.trainjob_spec import TrainJobSpec
 from airflow_gang.triggers import connection_lookup

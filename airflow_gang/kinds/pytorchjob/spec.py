@@ -28,15 +28,15 @@ from pydantic import (
     model_validator,
 )
 
-from airflow_gang import pod_fields, validation
 from airflow_gang.exceptions import GangSpecError
-from airflow_gang.k8s_objects import deep_merge, ordered, pod_requests
 from airflow_gang.kinds.pytorchjob import templates
 from airflow_gang.kinds.pytorchjob.recipe import pytorchjob_recipe
 from airflow_gang.kinds.recipe import JobRecipe
-from airflow_gang.naming import LABEL_PREFIX
-from airflow_gang.quantity import Quantity, sum_resources
-from airflow_gang.spec_choices import CleanPodPolicy, GangScheduling, RestartPolicy, RunPolicy
+from airflow_gang.model import pod_fields, validation
+from airflow_gang.model.k8s_objects import deep_merge, ordered, pod_requests
+from airflow_gang.model.naming import LABEL_PREFIX
+from airflow_gang.model.quantity import Quantity, sum_resources
+from airflow_gang.model.spec_choices import CleanPodPolicy, GangScheduling, RestartPolicy, RunPolicy
 
 PYTORCHJOB_API_VERSION = "kubeflow.org/v1"
 PODGROUP_API_VERSION = "scheduling.volcano.sh/v1beta1"

@@ -13,9 +13,9 @@ from typing import Any
 
 import yaml
 
-from airflow_gang.k8s_objects import to_wire
-from airflow_gang.quantity import QuantityError, parse_quantity
-from airflow_gang.validation import error, short
+from airflow_gang.model.k8s_objects import to_wire
+from airflow_gang.model.quantity import QuantityError, parse_quantity
+from airflow_gang.model.validation import error, short
 
 
 def load_job_template(value: Any) -> dict[str, Any] | None:

@@ -40,12 +40,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from airflow_gang import pod_fields, validation
-from airflow_gang.k8s_objects import deep_merge
 from airflow_gang.kinds.base import QUEUE_ANNOTATION
 from airflow_gang.kinds.trainjob.kind import patches_queue
-from airflow_gang.naming import is_dns_1035_label, is_dns_1123_subdomain
-from airflow_gang.quantity import Quantity
+from airflow_gang.model import pod_fields, validation
+from airflow_gang.model.k8s_objects import deep_merge
+from airflow_gang.model.naming import is_dns_1035_label, is_dns_1123_subdomain
+from airflow_gang.model.quantity import Quantity
 
 TRAINJOB_API_VERSION = "trainer.kubeflow.org/v1alpha1"
 DEFAULT_RUNTIME = "torch-distributed"

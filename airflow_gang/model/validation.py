@@ -15,14 +15,14 @@ from typing import Any
 from pydantic import ValidationError, ValidationInfo
 
 from airflow_gang.exceptions import GangSpecError
-from airflow_gang.k8s_objects import to_wire
-from airflow_gang.naming import (
+from airflow_gang.model.k8s_objects import to_wire
+from airflow_gang.model.naming import (
     is_dns_1035_label,
     is_dns_1123_label,
     is_dns_1123_subdomain,
     is_qualified_key,
 )
-from airflow_gang.quantity import Quantity, QuantityError, parse_quantity
+from airflow_gang.model.quantity import Quantity, QuantityError, parse_quantity
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # Set by the training-operator on every replica; a user value would silently fight with it.

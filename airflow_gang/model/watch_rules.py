@@ -13,7 +13,7 @@ import random
 import time
 from collections.abc import Callable
 
-from airflow_gang.outage import REMINDER_SECONDS, Episode, OutageLog
+from airflow_gang.model.outage import REMINDER_SECONDS, Episode, OutageLog
 
 RETRY_MAX_SECONDS = 30.0
 
@@ -35,7 +35,7 @@ class WatchTrouble:
 
     The first failure of an episode logs ``<what> failed (<error>); <meanwhile>`` at WARNING;
     while failures go on, ``<what> still failing ...`` is logged again every ``reminder_every``
-    seconds (`airflow_gang.outage.Episode`, as for the waits' API outages); `back` ends the
+    seconds (`airflow_gang.model.outage.Episode`, as for the waits' API outages); `back` ends the
     episode with an INFO, and the next failure warns again.
 
     :param what: the watch, e.g. ``watch of pod for ml/train-1``.

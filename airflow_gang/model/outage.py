@@ -23,9 +23,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol, TypeVar
 
-from airflow_gang import telemetry
 from airflow_gang.exceptions import GangApiError, GangApiUnavailable
-from airflow_gang.validation import positive_seconds
+from airflow_gang.model.validation import positive_seconds
+from airflow_gang.reports import telemetry
 
 T = TypeVar("T")
 # What an outage looks like from a client: no answer (status None: refused, reset, timed out,

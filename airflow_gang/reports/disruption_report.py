@@ -10,12 +10,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from airflow_gang import telemetry
 from airflow_gang.exceptions import GangAdmissionTimeout, GangError, GangJobDisrupted
-from airflow_gang.gang_state import GangStatus
 from airflow_gang.jobs.deletion import after_deletion
 from airflow_gang.jobs.disruption import DisruptionStep, GiveUp
-from airflow_gang.timeline import parse_time
+from airflow_gang.model.gang_state import GangStatus
+from airflow_gang.reports import telemetry
+from airflow_gang.reports.timeline import parse_time
 
 WriteLine = Callable[[str, str], None]
 """``(level, text)``: ``info`` or ``warning``."""

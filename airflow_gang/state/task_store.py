@@ -15,9 +15,9 @@ import datetime as dt
 import logging
 from typing import TYPE_CHECKING, Any
 
-from airflow_gang import telemetry
-from airflow_gang.jobs import history
 from airflow_gang.jobs.outcome import Outcome
+from airflow_gang.reports import telemetry
+from airflow_gang.state import history
 
 if TYPE_CHECKING:
     from airflow.sdk import Context

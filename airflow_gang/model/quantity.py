@@ -13,8 +13,6 @@ import re
 from collections.abc import Iterable, Mapping
 from decimal import Decimal
 
-from kubernetes.utils import quantity as kubernetes_quantity
-
 _BINARY_SUFFIXES = {"Ki": 1, "Mi": 2, "Gi": 3, "Ti": 4, "Pi": 5, "Ei": 6}
 # The apimachinery grammar: a signed decimal number followed by a binary SI suffix, a decimal SI
 # suffix, or a decimal exponent (e/E with an optional sign).
@@ -51,12 +49,22 @@ def parse_quantity(value: Quantity) -> Decimal:
     elif not isinstance(value, int | Decimal):
         raise QuantityError(f"{value!r} ({type(value).__name__}) is not a quantity")
     try:
-        result: Decimal = kubernetes_quantity.parse_quantity(value)
+        result = _official_parse(value)
     except ValueError as error:
         raise QuantityError(f"{value!r} is not a Kubernetes quantity: {error}") from error
     if not result.is_finite():
         raise QuantityError(f"{value!r} is not a finite number")
     return result
+
+
+def _official_parse(value: Quantity) -> Decimal:
+    # Imported on first use, not with this module: the triggerer imports a trigger's modules (this
+    # one among them) on its event loop, where importing the client package would block it; the
+    # triggers never parse a quantity, the workers and the page (which load the client anyway) do.
+    from kubernetes.utils.quantity import parse_quantity as official
+
+    parsed: Decimal = official(value)
+    return parsed
 
 
 def _check_grammar(text: str) -> None:

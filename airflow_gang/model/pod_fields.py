@@ -1,6 +1,6 @@
 """Checks on the pod-template fields a job passes through (labels, annotations, node selector,
 tolerations, volumes and their mounts, image pull secrets), each raising `GangSpecError` with
-the field, the value and the fix, as `airflow_gang.validation` does for the job's own arguments.
+the field, the value and the fix, as `airflow_gang.model.validation` does for the job's own arguments.
 """
 
 from __future__ import annotations
@@ -8,15 +8,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from airflow_gang.k8s_objects import to_wire
-from airflow_gang.naming import (
+from airflow_gang.model.k8s_objects import to_wire
+from airflow_gang.model.naming import (
     LABEL_PREFIX,
     is_dns_1123_label,
     is_dns_1123_subdomain,
     is_label_value,
     is_qualified_key,
 )
-from airflow_gang.validation import error, short
+from airflow_gang.model.validation import error, short
 
 _TOLERATION_OPERATORS = {"Exists", "Equal"}
 _TOLERATION_EFFECTS = {"", "NoSchedule", "PreferNoSchedule", "NoExecute"}

@@ -26,7 +26,7 @@ from enum import StrEnum
 from typing import Any
 
 from airflow_gang.kinds import DEFAULT_JOB_KIND, PYTORCHJOB, JobKind
-from airflow_gang.timeline import gang_admitted_at
+from airflow_gang.reports.timeline import gang_admitted_at
 
 JsonDict = dict[str, Any]
 JOB_NAME_LABEL = DEFAULT_JOB_KIND.pod_job_label

@@ -87,7 +87,7 @@ def _timing(name: str, seconds: float, **tags: Any) -> None:
 
 
 def try_ended(record: dict[str, Any], *, dag_id: str | None, task_id: str | None) -> None:
-    """The metrics of a job whose record just closed (`airflow_gang.jobs.history.ended`)."""
+    """The metrics of a job whose record just closed (`airflow_gang.state.history.ended`)."""
     where = {"queue": record.get("queue"), "dag_id": dag_id, "task_id": task_id}
     queued, ran = record.get("queued_seconds"), record.get("run_seconds")
     if record.get("state") == "admission_timeout":

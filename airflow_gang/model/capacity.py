@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, fields, is_dataclass
 from decimal import Decimal
 from typing import Any
 
-from airflow_gang.quantity import QuantityError, format_quantity, parse_quantity
+from airflow_gang.model.quantity import QuantityError, format_quantity, parse_quantity
 
 JsonDict = dict[str, Any]
 Resources = dict[str, Decimal]

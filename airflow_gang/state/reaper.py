@@ -41,8 +41,8 @@ import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from airflow_gang import telemetry
 from airflow_gang.kinds import DEFAULT_JOB_KIND
+from airflow_gang.reports import telemetry
 
 log = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@
   The next try reattaches through it, the scheduler's orphan reaper finds jobs through it.
 - ``progress``: where the gang stands (phase, queue, replicas bound), for people and plugins.
 - ``gang_history`` and ``gang_log_tail``: the records of the jobs the task instance ran, for the
-  Gang jobs page (`airflow_gang.jobs.task_store`, shared with the sensors).
+  Gang jobs page (`airflow_gang.state.task_store`, shared with the sensors).
 
 Outside a task (or on Airflow without the store) both are no-ops: the store is a convenience,
 never a reason to fail a job.
@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from airflow_gang.jobs import task_store
-from airflow_gang.jobs.task_store import read, record_disruptions, record_end, record_outcome, record_start
 from airflow_gang.kinds import DEFAULT_JOB_KIND
-from airflow_gang.reaper import STATE_STORE_JOB_KEY
+from airflow_gang.state import task_store
+from airflow_gang.state.reaper import STATE_STORE_JOB_KEY
+from airflow_gang.state.task_store import read, record_disruptions, record_end, record_outcome, record_start
 
 if TYPE_CHECKING:
     from airflow.sdk import Context

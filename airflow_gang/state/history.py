@@ -19,10 +19,10 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
-from airflow_gang.k8s_objects import pod_requests
 from airflow_gang.kinds import JOB_KINDS, PYTORCHJOB, TRAINJOB, JobKind
-from airflow_gang.quantity import parse_quantity
-from airflow_gang.timeline import parse_time
+from airflow_gang.model.k8s_objects import pod_requests
+from airflow_gang.model.quantity import parse_quantity
+from airflow_gang.reports.timeline import parse_time
 
 JsonDict = dict[str, Any]
 HISTORY_KEY = "gang_history"

@@ -11,7 +11,7 @@ import datetime
 from collections.abc import Mapping
 from typing import Any
 
-from airflow_gang.quantity import Quantity, sum_resources
+from airflow_gang.model.quantity import Quantity, sum_resources
 
 
 def to_wire(value: Any) -> Any:
