@@ -5,8 +5,7 @@ Airflow 3.3's ``dag.test()`` syncs the DAG to the metadata DB, so every DAG live
 in ``[core] dags_folder`` (set per session by tests/conftest.py). After each test, the cluster
 must hold no PyTorchJob, PodGroup or pod: nothing is ever left behind.
 
-Helpers live in tests/support; ``task_states`` is importable from here too, for
-test_example_dags.py, which still imports it from this module.
+Helpers live in tests/support.
 """
 
 from __future__ import annotations
@@ -27,7 +26,6 @@ from kubernetes import client as k8s
 from gang_sim.cluster import SimCluster
 from tests.metadata import migrate_db
 from tests.support.cluster import NOTHING, leftovers
-from tests.support.dag_runs import task_states  # noqa: F401  (re-exported: see the docstring)
 from tests.waiting import eventually
 
 DAGS = Path(os.environ["AIRFLOW__CORE__DAGS_FOLDER"])

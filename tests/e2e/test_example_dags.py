@@ -17,8 +17,7 @@ import pytest
 
 from airflow_gang.plugins.offline_chart import embedded_data
 from tests.gang_page import jobs_of_dag
-from tests.metadata import xcom_value
-from tests.support.dag_runs import task_states
+from tests.support.dag_runs import task_states, xcom
 
 pytestmark = pytest.mark.usefixtures("kube_connection")
 
@@ -169,11 +168,6 @@ def test_gang_vs_deadlock_trainjob_without_gang_scheduling_deadlocks_and_says_wh
     assert f"{failed} of 6 TrainJobs did not succeed with gang_scheduling=disabled" in output
     assert states["cleanup"] == "success"
     assert str(dag_run.state) == "failed"
-
-
-def xcom(dag_run: Any, task_id: str, map_index: int = -1) -> Any:
-    """A task's return value."""
-    return xcom_value(dag_run.dag_id, dag_run.run_id, task_id, map_index=map_index)
 
 
 def test_retrain_daily_trains_evaluates_and_promotes(

@@ -14,11 +14,6 @@ from pathlib import Path
 TESTS = Path(__file__).resolve().parents[1]
 REPO = TESTS.parent
 
-# An import between tests/sim's own modules, which another change owns for now: listed so that
-# this test guards everything else. Remove it once its helper has moved.
-TESTS_SIM_PENDING = {
-    ("tests.sim.trainer_v2.test_trainer_source_facts", "tests.sim.trainer_v2.test_trainjob_lifecycle"),
-}
 
 
 def module_name(path: Path) -> str:
@@ -60,7 +55,7 @@ def test_no_module_under_tests_imports_a_test_module() -> None:
         for imported in imported_names(path)
         if is_test_module(imported)
     }
-    found = sorted(imports - TESTS_SIM_PENDING)
+    found = sorted(imports)
     assert found == [], (
         "test modules imported by other modules (move what they share to tests/support):\n"
         + ("\n".join(f"{importer} imports {imported}" for importer, imported in found))

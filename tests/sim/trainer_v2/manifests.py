@@ -118,3 +118,34 @@ def pod_log(core: k8s.CoreV1Api, name: str, namespace: str) -> str:
     """A pod's log as text (the client's own decoding hands back ``str(bytes)``)."""
     response = core.read_namespaced_pod_log(name, namespace, _preload_content=False)
     return str(response.data.decode())
+
+
+# The label Trainer puts on the replicated Job of the trainer step (its ancestor step).
+ANCESTOR = {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}
+
+
+def runtime_without_retries(name: str, max_restarts: int) -> dict[str, Any]:
+    """A namespaced torch runtime whose pods never restart (``Never``, ``backoffLimit: 0``) and
+    whose JobSet restarts ``max_restarts`` times."""
+    pod_spec = {
+        "restartPolicy": "Never",
+        "schedulerName": "volcano",
+        "containers": [{"name": "node", "image": "ghcr.io/acme/train:1"}],
+    }
+    node = {
+        "name": "node",
+        "template": {
+            "metadata": {"labels": ANCESTOR},
+            "spec": {"backoffLimit": 0, "template": {"spec": pod_spec}},
+        },
+    }
+    return {
+        "apiVersion": "/".join(TRAINER),
+        "kind": "TrainingRuntime",
+        "metadata": {"name": name},
+        "spec": {
+            "mlPolicy": {"numNodes": 1, "torch": {}},
+            "podGroupPolicy": {"volcano": {}},
+            "template": {"spec": {"failurePolicy": {"maxRestarts": max_restarts}, "replicatedJobs": [node]}},
+        },
+    }

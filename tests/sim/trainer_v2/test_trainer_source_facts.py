@@ -28,9 +28,9 @@ from tests.sim.trainer_v2.manifests import (
     finished,
     get_trainjob,
     items,
+    runtime_without_retries,
     trainjob,
 )
-from tests.sim.trainer_v2.test_trainjob_lifecycle import runtime_without_retries
 from tests.waiting import eventually
 
 QUEUE = "scheduling.volcano.sh/queue-name"

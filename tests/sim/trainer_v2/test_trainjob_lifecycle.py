@@ -31,13 +31,13 @@ from tests.sim.trainer_v2.manifests import (
     get_trainjob,
     items,
     pod_log,
+    runtime_without_retries,
     trainjob,
 )
 from tests.waiting import eventually
 
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 GROUP_NAME = "scheduling.k8s.io/group-name"
-ANCESTOR = {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}
 
 
 @pytest.fixture
@@ -185,33 +185,6 @@ def test_a_node_exiting_non_zero_fails_the_trainjob(
     assert "BackoffLimitExceeded" in {event.reason for event in events}
     # The Job controller deletes a failed Job's running pods, as upstream does.
     eventually(lambda: not pods_of(core, namespace, "broken"), message="pods of the failed Job")
-
-
-def runtime_without_retries(name: str, max_restarts: int) -> dict[str, Any]:
-    """A namespaced torch runtime whose pods never restart (``Never``, ``backoffLimit: 0``) and
-    whose JobSet restarts ``max_restarts`` times."""
-    pod_spec = {
-        "restartPolicy": "Never",
-        "schedulerName": "volcano",
-        "containers": [{"name": "node", "image": "ghcr.io/acme/train:1"}],
-    }
-    node = {
-        "name": "node",
-        "template": {
-            "metadata": {"labels": ANCESTOR},
-            "spec": {"backoffLimit": 0, "template": {"spec": pod_spec}},
-        },
-    }
-    return {
-        "apiVersion": "/".join(TRAINER),
-        "kind": "TrainingRuntime",
-        "metadata": {"name": name},
-        "spec": {
-            "mlPolicy": {"numNodes": 1, "torch": {}},
-            "podGroupPolicy": {"volcano": {}},
-            "template": {"spec": {"failurePolicy": {"maxRestarts": max_restarts}, "replicatedJobs": [node]}},
-        },
-    }
 
 
 @pytest.mark.parametrize("max_restarts", [0, 1])
