@@ -2,4 +2,8 @@
 
 from __future__ import annotations
 
+from airflow_gang import moved
+
 __version__ = "0.1.0"
+
+moved.install()

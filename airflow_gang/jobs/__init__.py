@@ -21,21 +21,8 @@ objects the cluster shows, with thin sync and async drivers beside them where I/
 None of these calls back into an operator, and none imports `airflow_gang.operators`
 (import-linter checks it).
 
-The interface of a job kind. What differs between kinds of gang job is, on one side, data: an
-`airflow_gang.job_kinds.JobKind` (where the kind is served, the label its pods carry, the
-training container, the replica specs field, the leader whose log is the task's), read by this
-package, the hooks, the trigger and the UI instead of PyTorchJob literals. On the other side,
-four operations the lifecycle calls, which `PYTORCHJOB` implements with the modules above:
-
-1. build: the job's manifest, and the provider's PodGroup if the kind needs one
-   (`airflow_gang.spec.GangJobSpec.build_pytorchjob` / ``build_podgroup``);
-2. find its PodGroup: by the job's name (PyTorchJob: the provider's or the training-operator's
-   group is named like the job);
-3. judge: where the gang stands from job, PodGroup and pods (`airflow_gang.model.gang_state`,
-   the job's conditions ``Created/Running/Succeeded/Failed``);
-4. diagnose: the failing replica, its exit code and log (`observation.failure_error`).
-
-A second kind (Kubeflow Trainer v2's TrainJob, whose Volcano plugin makes the PodGroup; a
-Volcano Job) adds a `JobKind` value and these four for its objects; submission, the waits, the
-deadlines, deletion, outage riding, the orphan reaper and the outcome stay as they are.
+What differs between kinds of gang job is not here: each kind's `airflow_gang.kinds.base.JobKind`
+(its facts, and what its objects say: replicas, state, queue, PodGroup name, suspension) and its
+recipe (`airflow_gang.kinds.recipe.JobRecipe`: how its manifests are built) are read by this
+package, which never tells the kinds apart (``tests/unit/test_kind_boundary.py``).
 """
