@@ -93,8 +93,13 @@ class ReplicaFunctionOperator(DecoratedOperator, GangJobOperator):
         super().__init__(python_callable=python_callable, **kwargs)
 
     def execute(self, context: Context) -> Any:
-        self._prepare_replicas(context)
         return self._with_function_failures(super().execute, context)
+
+    def spec_for(self, context: Context) -> Any:
+        """The function's command and payload on every replica, for each job this task submits
+        (also the new one a resumed task submits after its cleared try deleted the job)."""
+        self._prepare_replicas(context)
+        return super().spec_for(context)
 
     def execute_complete(self, context: Context, event: dict[str, Any], **wait: Any) -> Any:
         return self._with_function_failures(super().execute_complete, context, event, **wait)
