@@ -135,10 +135,13 @@ class Volcano(Controller):
         try:
             await self._run_sessions()
         finally:
+            # Events first: they are best-effort, and their writers must be cancelled even when a
+            # write below outlasts the manager's stop timeout under load (then the loop closes
+            # under whatever is still pending: "Task was destroyed but it is pending!").
+            await self.events.close()
             await self.status_writes.close()
             await self.pod_writes.close()
             await self.evictor.close()
-            await self.events.close()
 
     async def _run_sessions(self) -> None:
         await self.cache.wait_synced()
