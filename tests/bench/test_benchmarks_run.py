@@ -24,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
-import psutil  # type: ignore[import-untyped]
+import psutil
 import pytest
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
