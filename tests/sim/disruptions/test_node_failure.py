@@ -78,7 +78,9 @@ def test_a_failed_node_goes_unknown_and_its_pods_terminating_until_the_node_is_d
     } == {("node.kubernetes.io/not-ready", 3), ("node.kubernetes.io/unreachable", 3)}
     version = core.list_namespaced_pod("default").metadata.resource_version
 
-    cluster.set_faults({"node_failures": [{"at": 0, "node": NODE, "delete_node_after": 12}]})
+    # The taint manager deletes "plain" 5 s in (grace 2 s + toleration 3 s); the Node goes 4 s
+    # later, so what is checked in between is seen before pod GC's turn.
+    cluster.set_faults({"node_failures": [{"at": 0, "node": NODE, "delete_node_after": 9}]})
 
     unknown = eventually(lambda: (c := ready_condition(core, NODE)).status == "Unknown" and c, timeout=10)
     assert (unknown.reason, unknown.message) == ("NodeStatusUnknown", "Kubelet stopped posting node status.")
