@@ -539,7 +539,9 @@ def test_a_node_failure_silences_the_node_and_its_pods_go_once_it_is_back() -> N
             conditions = core.read_node(node).status.conditions
             return next(c.status for c in conditions if c.type == "Ready")
 
-        cluster.set_faults({"node_failures": [{"at": 0, "node": "sim-node-1", "duration": 10}]})
+        # Back 8 s in, as in tests/sim/disruptions: the pod is Terminating 5 s in (grace 2 s +
+        # toleration 3 s), seen before the kubelet returns to confirm it.
+        cluster.set_faults({"node_failures": [{"at": 0, "node": "sim-node-1", "duration": 8}]})
         eventually(lambda: ready("sim-node-1") == "Unknown", timeout=10, message="node Unknown")
         terminating = eventually(
             lambda: (p := core.read_namespaced_pod("long", "default")).metadata.deletion_timestamp and p,
