@@ -13,7 +13,7 @@ from airflow_gang.hooks.kinds import owner_reference_patch
 from airflow_gang.spec import GangJobSpec
 
 JOBS = 6
-DURATION = 1.0
+DURATION = 0.5  # seconds of work per job: one at a time, six take 3 s plus the admissions
 GROUP = ("kubeflow.org", "v1")
 VOLCANO = ("scheduling.volcano.sh", "v1beta1")
 

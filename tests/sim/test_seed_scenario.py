@@ -1,7 +1,7 @@
 """The seed scenario on the embedded cluster: six distributed jobs on a pool that fits one.
 
 A pool of 4 GPUs (2 nodes x 2). Six PyTorchJobs of Master + 3 Workers, 1 GPU per replica,
-created together, 1 s of work each. Without gang scheduling the default scheduler binds a few
+created together, 0.5 s of work each. Without gang scheduling the default scheduler binds a few
 replicas of several jobs and none can start (deadlock). With Volcano PodGroups — created by us
 ("provider" style) or by the training-operator's gang flag — all six run, one after another.
 Each ``gang_scheduling`` mode runs on an operator with and without ``--gang-scheduler-name=volcano``.
