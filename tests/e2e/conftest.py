@@ -80,12 +80,15 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 @pytest.fixture
-def write_dag(airflow_db: None) -> Callable[..., Any]:
+def write_dag(airflow_db: None) -> Iterator[Callable[..., Any]]:
     """Write a DAG file into the DAGs folder and return its ``dag`` object.
 
     The source is a module body that defines ``dag``; ``__DAG_ID__`` is replaced by a unique id
-    and ``__NAME__`` by ``repr(values[name])`` for each keyword.
+    and ``__NAME__`` by ``repr(values[name])`` for each keyword. The files go after the test:
+    each ``dag.test()`` parses and syncs the whole DAGs folder, so files kept from every earlier
+    test made each run slower than the one before.
     """
+    written: list[Path] = []
 
     def write(source: str, **values: Any) -> Any:
         dag_id = f"e2e_{uuid.uuid4().hex[:10]}"
@@ -94,9 +97,12 @@ def write_dag(airflow_db: None) -> Callable[..., Any]:
         for key, value in values.items():
             text = text.replace(f"__{key.upper()}__", repr(value))
         path.write_text(text)
+        written.append(path)
         return load_dag_file(path, dag_id)
 
-    return write
+    yield write
+    for path in written:
+        path.unlink(missing_ok=True)
 
 
 REPO_DAGS = Path(__file__).resolve().parents[2] / "dags"
@@ -113,12 +119,17 @@ def load_dag_file(path: Path, module_name: str) -> Any:
 
 
 @pytest.fixture
-def example_dag(airflow_db: None) -> Callable[[str], Any]:
-    """Copy ``dags/<name>.py`` into the DAGs folder and return its ``dag`` object."""
+def example_dag(airflow_db: None) -> Iterator[Callable[[str], Any]]:
+    """Copy ``dags/<name>.py`` into the DAGs folder and return its ``dag`` object (the copy goes
+    after the test, as `write_dag`'s files do)."""
+    copied: list[Path] = []
 
     def load(name: str) -> Any:
         target = DAGS / f"{name}.py"
         shutil.copyfile(REPO_DAGS / f"{name}.py", target)
+        copied.append(target)
         return load_dag_file(target, f"example_{name}")
 
-    return load
+    yield load
+    for path in copied:
+        path.unlink(missing_ok=True)
