@@ -16,7 +16,7 @@ from typing import Any
 
 from airflow_gang.jobs.pod_losses import WORDS, DisruptionReason, live_disruption
 from airflow_gang.kinds import DEFAULT_JOB_KIND, JobKind
-from airflow_gang.model.gang_state import JOB_NAME_LABEL, GangSnapshot, GangStatus, gang_status
+from airflow_gang.model.gang_state import GangSnapshot, GangStatus, gang_status
 from airflow_gang.model.k8s_objects import pod_requests
 from airflow_gang.model.quantity import parse_quantity
 from airflow_gang.plugins.history_record import ENDING, GONE
@@ -71,16 +71,6 @@ def podgroup_for(job: JsonDict, podgroups: Sequence[JsonDict]) -> JsonDict | Non
         if _metadata(group).get("name") == name:
             return group
     return None
-
-
-def pods_by_job(pods: Iterable[JsonDict]) -> dict[str, list[JsonDict]]:
-    """Pods grouped by the training-operator's job-name label."""
-    grouped: dict[str, list[JsonDict]] = {}
-    for pod in pods:
-        job = (_metadata(pod).get("labels") or {}).get(JOB_NAME_LABEL)
-        if job:
-            grouped.setdefault(str(job), []).append(pod)
-    return grouped
 
 
 def replica_rows(

@@ -29,6 +29,7 @@ from pydantic import (
 )
 
 from airflow_gang.exceptions import GangSpecError
+from airflow_gang.kinds.base import GROUP_NAME_ANNOTATION, VOLCANO_SCHEDULER
 from airflow_gang.kinds.pytorchjob import templates
 from airflow_gang.kinds.pytorchjob.recipe import pytorchjob_recipe
 from airflow_gang.kinds.recipe import JobRecipe
@@ -43,8 +44,6 @@ PODGROUP_API_VERSION = "scheduling.volcano.sh/v1beta1"
 CONTAINER_NAME = "pytorch"
 PORT_NAME = "pytorchjob-port"
 DEFAULT_MASTER_PORT = 23456
-VOLCANO_SCHEDULER = "volcano"
-GROUP_NAME_ANNOTATION = "scheduling.k8s.io/group-name"
 REPLICA_TYPES = ("Master", "Worker")
 
 
