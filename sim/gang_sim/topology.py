@@ -23,6 +23,7 @@ from gang_sim.controllers.trainer.jobset_controller import JobSetController
 from gang_sim.controllers.trainer.trainjob_controller import Trainer
 from gang_sim.controllers.training_operator.pytorchjob_controller import TrainingOperator
 from gang_sim.controllers.volcano.scheduler import Volcano
+from gang_sim.controllers.volcano_jobs.controller import VolcanoJobController
 
 Runtime = Literal["script", "process"]
 # "trainer", "jobset" and "job-controller" run Kubeflow Trainer v2 TrainJobs: the trainer makes
@@ -30,8 +31,10 @@ Runtime = Literal["script", "process"]
 # part) their pods. "node-lifecycle", "taint-eviction", "pod-gc" and "disruption" are
 # kube-controller-manager's parts that disrupt pods: a silent node goes Unknown and tainted, its
 # pods are deleted, pods of a deleted Node are force-deleted, PodDisruptionBudgets are kept.
+# "volcano-jobs" is vc-controller-manager's job controller: Volcano's own batch.volcano.sh Jobs.
 CONTROLLER_NAMES = (
     "volcano",
+    "volcano-jobs",
     "kube-scheduler",
     "training-operator",
     "trainer",
@@ -107,6 +110,8 @@ def controller_factories(
                 scheduler_conf=topology.scheduler_conf,
             )
         )
+    if "volcano-jobs" in chosen:
+        factories.append(lambda client, cache: VolcanoJobController(client, cache, period=reactive))
     if "kube-scheduler" in chosen:
         factories.append(lambda client, cache: KubeScheduler(client, cache, period=reactive))
     if "training-operator" in chosen:

@@ -18,6 +18,7 @@ from gang_sim.apiserver.kinds import (
     schemas,
     trainer_schemas,
     trainer_webhooks,
+    volcano_job_webhooks,
     webhooks,
 )
 from gang_sim.apiserver.registry import PrinterColumn, Registry, ResourceInfo, ScalePaths
@@ -258,6 +259,8 @@ VOLCANO_JOBS = ResourceInfo(
         PrinterColumn("RUNNINGS", "integer", json_path=".status.running"),
         PrinterColumn("AGE", "date", json_path=".metadata.creationTimestamp"),
     ),
+    mutators=(volcano_job_webhooks.default_vcjob,),
+    admission=(volcano_job_webhooks.admit_vcjob,),
 )
 
 JOBS = ResourceInfo(

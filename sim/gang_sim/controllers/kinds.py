@@ -47,6 +47,7 @@ PRIORITY_CLASSES = Kind("scheduling.k8s.io", "v1", "priorityclasses", False, "Pr
 PYTORCHJOBS = Kind("kubeflow.org", "v1", "pytorchjobs", True, "PyTorchJob")
 PODGROUPS = Kind("scheduling.volcano.sh", "v1beta1", "podgroups", True, "PodGroup")
 QUEUES = Kind("scheduling.volcano.sh", "v1beta1", "queues", False, "Queue")
+VCJOBS = Kind("batch.volcano.sh", "v1alpha1", "jobs", True, "Job")
 LEASES = Kind("coordination.k8s.io", "v1", "leases", True, "Lease")
 # Where each node's heartbeat Lease lives: kubelets renew them, the node lifecycle controller reads them.
 NODE_LEASE_NAMESPACE = "kube-node-lease"

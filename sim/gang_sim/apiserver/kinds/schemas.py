@@ -168,7 +168,8 @@ VOLCANO_JOB_SCHEMA: JsonDict = _root(
             "tasks": _arr(
                 _obj(
                     {
-                        "name": _str(),
+                        # The CRD's pattern: a task name is a DNS-1123 label (it names pods).
+                        "name": _str(maxLength=63, pattern="^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"),
                         "replicas": _int(minimum=0),
                         "minAvailable": _int(minimum=0),
                         "maxRetry": _int(minimum=0),
