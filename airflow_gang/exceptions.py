@@ -132,6 +132,12 @@ class TrainJobFailed(PyTorchJobFailed):
     log tail. A `PyTorchJobFailed`, so one ``except`` clause and `gang_retry_policy` cover both kinds."""
 
 
+class VolcanoJobFailed(PyTorchJobFailed):
+    """The Volcano Job ended ``Failed`` (its policies gave up: ``maxRetry`` restarts used, or an
+    ``AbortJob``/``TerminateJob``); names the failing task, index, exit code and log tail. A
+    `PyTorchJobFailed`, so one ``except`` clause and `gang_retry_policy` cover every kind."""
+
+
 class GangJobLost(GangError):
     """The job disappeared while we waited for it (deleted by someone else, or its namespace)."""
 

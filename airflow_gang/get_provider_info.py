@@ -17,7 +17,8 @@ def get_provider_info() -> dict[str, Any]:
         "package-name": "airflow-gang",
         "name": "Gang-scheduled PyTorchJobs (Volcano)",
         "description": (
-            "Submit Kubeflow PyTorchJobs and Trainer v2 TrainJobs gang-scheduled by Volcano PodGroups, "
+            "Submit Kubeflow PyTorchJobs, Trainer v2 TrainJobs and Volcano Jobs gang-scheduled by Volcano "
+            "PodGroups, "
             "wait until the whole gang is admitted by its queue, wait for training to finish, and retry "
             "cleanly when a job waits in the queue too long."
         ),
@@ -38,6 +39,11 @@ def get_provider_info() -> dict[str, Any]:
                 "external-doc-url": "https://www.kubeflow.org/docs/components/trainer/",
                 "tags": ["software"],
             },
+            {
+                "integration-name": "Volcano Job",
+                "external-doc-url": "https://volcano.sh/en/docs/vcjob/",
+                "tags": ["software"],
+            },
         ],
         "hooks": [
             {"integration-name": "Kubeflow PyTorchJob", "python-modules": ["airflow_gang.hooks.gang"]},
@@ -51,6 +57,7 @@ def get_provider_info() -> dict[str, Any]:
                 "integration-name": "Kubeflow Trainer TrainJob",
                 "python-modules": ["airflow_gang.operators.train_job"],
             },
+            {"integration-name": "Volcano Job", "python-modules": ["airflow_gang.operators.volcano_job"]},
         ],
         "sensors": [
             {"integration-name": "Kubeflow PyTorchJob", "python-modules": ["airflow_gang.sensors.gang"]},

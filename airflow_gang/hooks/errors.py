@@ -202,7 +202,6 @@ class ApiRequirement:
     def group_version(self) -> str:
         return f"{self.group}/{self.version}"
 
-
     @classmethod
     def of(cls, job_kind: JobKind) -> ApiRequirement:
         """What a kind of gang job needs served (`JobKind.api`)."""

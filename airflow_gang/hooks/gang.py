@@ -112,7 +112,6 @@ class GangJobHook(KubernetesHook):
 
     # -- calls: retries, outage riding, errors every request goes through -------------------------
 
-
     def get_conn(self) -> ApiClient:
         """The cncf hook's client, with urllib3's own retries off.
 

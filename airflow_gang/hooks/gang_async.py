@@ -434,7 +434,6 @@ class AsyncGangJobHook(AsyncKubernetesHook):
 
         return await self._call(ApiRequest("get", POD_LOG_RESOURCE, pod, namespace), read)
 
-
     # -- list + watch, and deletion waits ---------------------------------------------------------
 
     async def list_job_children(self, job_kind: JobKind, name: str, namespace: str) -> list[str]:

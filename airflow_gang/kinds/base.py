@@ -18,7 +18,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Literal
+
+from airflow_gang.model.k8s_objects import pod_requests
+from airflow_gang.model.quantity import parse_quantity
 
 if TYPE_CHECKING:
     from airflow_gang.exceptions import PyTorchJobFailed
@@ -95,7 +99,9 @@ class ApiFacts:
 class JobKind:
     """One kind of gang job (see the module docstring).
 
-    :param kind: the object's ``kind``, e.g. ``PyTorchJob``.
+    :param kind: the provider's name for the kind, e.g. ``PyTorchJob``: the object's ``kind``
+        unless that alone is ambiguous (Volcano's ``Job`` is ``VolcanoJob`` here; ``api_kind``
+        then says ``Job``). Records, events and messages name a job's kind by it.
     :param group: its API group; ``version`` and ``plural`` complete where it is served.
     :param pod_job_label: the label every pod of a job carries, with the job's name as value.
     :param replica_type_label: the label naming a pod's replica type (``Master``, ``Worker``).
@@ -121,6 +127,7 @@ class JobKind:
         collector removes it with the job.
     :param children: what the job's controller makes besides pods and the PodGroup and that
         holds or makes pods (`ChildResource`): a deletion is confirmed only once none is left.
+    :param api_kind: the object's ``kind`` on the wire when it is not ``kind`` (``Job``).
     """
 
     kind: str
@@ -144,10 +151,21 @@ class JobKind:
     deletion_propagation: Literal["Foreground", "Background"] = "Foreground"
     controller_owns_podgroup: bool = False
     children: tuple[ChildResource, ...] = ()
+    api_kind: str = ""
 
     @property
     def api_version(self) -> str:
         return f"{self.group}/{self.version}"
+
+    @property
+    def wire_kind(self) -> str:
+        """The ``kind`` its objects and ownerReferences carry (``PyTorchJob``, Volcano's ``Job``)."""
+        return self.api_kind or self.kind
+
+    def describes(self, obj: JsonDict) -> bool:
+        """Whether an object or ownerReference (``apiVersion`` and ``kind``) is of this kind."""
+        group = str(obj.get("apiVersion") or "").rpartition("/")[0]
+        return obj.get("kind") == self.wire_kind and group == self.group
 
     @property
     def watch_name(self) -> str:
@@ -201,6 +219,15 @@ class JobKind:
 
     def total_replicas(self, job: JsonDict) -> int:
         return sum(self.replica_counts(job).values())
+
+    def gang_requests(self, job: JsonDict) -> dict[str, Decimal]:
+        """What the whole gang asks for: each replica's pod requests times its replica count."""
+        totals: dict[str, Decimal] = {}
+        for replica in self.replica_specs(job).values():
+            count = int(replica.get("replicas", 1))
+            for resource, amount in pod_requests(replica.get("template") or {}).items():
+                totals[resource] = totals.get(resource, Decimal(0)) + parse_quantity(amount) * count
+        return totals
 
     def replica_rows(
         self, job: JsonDict, pods: Iterable[JsonDict] = (), gang_size: int = 0

@@ -39,6 +39,12 @@ def check_allowed(action: str, record: JobRecord, summary: JsonDict) -> None:
     suspended = bool(summary.get("suspended"))
     finished = summary["state"] in ("succeeded", "failed")
     name = f"{record.kind} {record.namespace}/{record.name}"
+    if action in ("suspend", "resume") and summary.get("suspendable") is False:
+        raise PageError(
+            409,
+            "conflict",
+            f"{name} cannot be suspended or resumed from this page: delete it, or run it again",
+        )
     if action == "suspend" and (finished or suspended):
         raise PageError(409, "conflict", f"{name} is {'suspended' if suspended else 'finished'} already")
     if action == "resume" and not suspended:

@@ -200,6 +200,11 @@ class JobRow(StrictModel):
         "from a live job's `job` on its page, which carries it at the top level.",
     )
     suspended: bool | None = Field(None, description="Live jobs: true while suspended (it holds no pods).")
+    suspendable: bool | None = Field(
+        None,
+        description="Live jobs: whether the page can suspend and resume it (false for a Volcano Job, "
+        "which Volcano suspends only by aborting it with a bus Command).",
+    )
     disruption: LiveDisruption | None = Field(
         None, description="Live jobs: the disruption the running gang is in now; null when none."
     )

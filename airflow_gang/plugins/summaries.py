@@ -229,6 +229,7 @@ def job_summary(
         "created_at": metadata.get("creationTimestamp"),
         "deleting": bool(metadata.get("deletionTimestamp")),
         "suspended": job_kind.suspended(job),
+        "suspendable": bool(job_kind.suspend_field),
         "queue": status.queue,
         "state": STUCK if stuck else DISRUPTED if disruption else status.phase.value,
         "disruption": disruption,

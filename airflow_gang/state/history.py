@@ -16,12 +16,9 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Mapping
-from decimal import Decimal
 from typing import Any
 
-from airflow_gang.kinds import JOB_KINDS, PYTORCHJOB, TRAINJOB, JobKind
-from airflow_gang.model.k8s_objects import pod_requests
-from airflow_gang.model.quantity import parse_quantity
+from airflow_gang.kinds import DEFAULT_JOB_KIND, JobKind, job_kind_of_object
 from airflow_gang.reports.timeline import parse_time
 
 JsonDict = dict[str, Any]
@@ -54,20 +51,8 @@ def waits_for(name: str, namespace: str, wait_for: str) -> JsonDict:
 def gang_resources(job: JsonDict) -> dict[str, float]:
     """What the whole gang asks for: every replica's pod requests times its replica count (a
     TrainJob's ``resourcesPerNode`` times its nodes; what its runtime adds is not counted)."""
-    totals: dict[str, Decimal] = {}
-    if job.get("kind") == TRAINJOB.kind:
-        trainer = (job.get("spec") or {}).get("trainer") or {}
-        per_node = trainer.get("resourcesPerNode") or {}
-        amounts = {**(per_node.get("limits") or {}), **(per_node.get("requests") or {})}
-        nodes = int(trainer.get("numNodes") or 1)
-        return {
-            resource: float(parse_quantity(amount) * nodes) for resource, amount in sorted(amounts.items())
-        }
-    for replica in PYTORCHJOB.replica_specs(job).values():
-        count = int(replica.get("replicas", 1))
-        for resource, amount in pod_requests(replica.get("template") or {}).items():
-            totals[resource] = totals.get(resource, Decimal(0)) + parse_quantity(amount) * count
-    return {resource: float(total) for resource, total in sorted(totals.items())}
+    requests = job_kind_of(job).gang_requests(job)
+    return {resource: float(total) for resource, total in sorted(requests.items())}
 
 
 def queue_of(job: JsonDict) -> str | None:
@@ -79,7 +64,7 @@ def queue_of(job: JsonDict) -> str | None:
 
 def job_kind_of(job: JsonDict) -> JobKind:
     """The `JobKind` of a job object (PyTorchJob when it does not say)."""
-    return JOB_KINDS.get(str(job.get("kind")), PYTORCHJOB)
+    return job_kind_of_object(job) or DEFAULT_JOB_KIND
 
 
 def started(

@@ -153,9 +153,9 @@ def reap(candidate: Candidate) -> bool:
     """
     from airflow_gang.hooks.gang import GangJobHook
     from airflow_gang.jobs import cleanup, submission
-    from airflow_gang.kinds import JOB_KINDS, PYTORCHJOB
+    from airflow_gang.kinds import DEFAULT_JOB_KIND, JOB_KINDS
 
-    job_kind = JOB_KINDS.get(candidate.kind, PYTORCHJOB)
+    job_kind = JOB_KINDS.get(candidate.kind, DEFAULT_JOB_KIND)
     hook = GangJobHook(conn_id=candidate.conn_id)
     job = hook.get_job(job_kind, candidate.name, candidate.namespace)
     if job is None or job["metadata"].get("uid") != candidate.uid or job["metadata"].get("deletionTimestamp"):

@@ -31,6 +31,7 @@ class ChangeFeed:
     :param name: the job's name (its PodGroup's too).
     :param namespace: their namespace.
     :param with_podgroup: also follow the PodGroup (not with ``gang_scheduling="disabled"``).
+    :param uid: the job's uid, for a kind whose PodGroup is named after it (Volcano's Job).
     :param log: where watch failures are reported.
     :param job_kind: the job's kind (which resource, which pod label).
     :param clock: monotonic seconds, for the reminders while a watch fails (tests pass a fake).
@@ -44,6 +45,7 @@ class ChangeFeed:
         *,
         with_podgroup: bool,
         log: OutageLog,
+        uid: str | None = None,
         clock: Callable[[], float] = time.monotonic,
         job_kind: JobKind = DEFAULT_JOB_KIND,
     ) -> None:
@@ -57,7 +59,7 @@ class ChangeFeed:
             "pod": (None, job_kind.pod_selector(name)),
         }
         if with_podgroup:
-            self._selectors["podgroup"] = (f"metadata.name={job_kind.podgroup_name(name)}", None)
+            self._selectors["podgroup"] = (f"metadata.name={job_kind.podgroup_name(name, uid)}", None)
         self._watching: dict[WatchedKind, bool] = dict.fromkeys(self._selectors, False)
         self.trouble = {
             kind: WatchTrouble(

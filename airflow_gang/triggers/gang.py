@@ -236,7 +236,13 @@ class GangJobTrigger(BaseTrigger):
     def _own_feed(self, hook: AsyncGangJobHook) -> ChangeFeed:
         with_podgroup = self.gang_scheduling != "disabled"
         return ChangeFeed(
-            hook, self.name, self.namespace, with_podgroup=with_podgroup, log=self.log, job_kind=self.kind
+            hook,
+            self.name,
+            self.namespace,
+            with_podgroup=with_podgroup,
+            log=self.log,
+            uid=self.uid,
+            job_kind=self.kind,
         ).start()
 
     async def _wait_shared(self) -> dict[str, Any]:

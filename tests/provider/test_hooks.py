@@ -32,6 +32,8 @@ from airflow_gang.hooks.errors import (
 )
 from airflow_gang.hooks.retrying import RetryPolicy
 from airflow_gang.job_kinds import TRAINJOB
+from airflow_gang.kinds import VCJOB
+from airflow_gang.kinds.vcjob.spec import VolcanoJobSpec
 from airflow_gang.model.outage import Outage
 from airflow_gang.spec import GangJobSpec
 from airflow_gang.trainjob_spec import TrainJobSpec
@@ -795,6 +797,15 @@ async def test_required_permissions_cover_every_request_the_hooks_make(
     hook.list_job_children(TRAINJOB, f"tj-{name}", NS)
     await ahook.list_job_children(TRAINJOB, f"tj-{name}", NS)
     await ahook.delete_job(TRAINJOB, f"tj-{name}", NS)
+    # A Volcano Job's (VolcanoJobOperator): the job, its watch; Volcano's controller makes the rest.
+    vcjob = VolcanoJobSpec(image="ghcr.io/acme/train:1", workers=0).build_vcjob(f"vc-{name}", NS)
+    hook.create_job(VCJOB, vcjob, NS)
+    hook.get_job(VCJOB, f"vc-{name}", NS)
+    hook.list_jobs(VCJOB, NS, f"test-id={test_id}")
+    _, version = await ahook.list_with_version(VCJOB.watch_name, NS)
+    async for _ in ahook.watch(VCJOB.watch_name, NS, resource_version=version, timeout_seconds=1):
+        pass
+    await ahook.delete_job(VCJOB, f"vc-{name}", NS)
 
     hook.check_api(require_volcano=True)  # discovery: no RBAC rule needed
     used = {rule for method, url in proxy.seen if (rule := rbac_rule(method, url)) is not None}

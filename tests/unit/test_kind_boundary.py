@@ -21,12 +21,15 @@ import airflow_gang
 from airflow_gang.kinds import JOB_KINDS
 
 PACKAGE = Path(airflow_gang.__file__).resolve().parent
-KIND_CONSTANTS = {"PYTORCHJOB", "TRAINJOB"}
+KIND_CONSTANTS = {"PYTORCHJOB", "TRAINJOB", "VCJOB"}
+# Words that name a kind only together with its group: Volcano's Job is served as ``jobs``, the
+# plural of batch/v1's Job too and the page API's word for its list of rows.
+SHARED_WORDS = {"jobs"}
 KIND_WORDS = {
     word
     for job_kind in JOB_KINDS.values()
-    for word in (job_kind.kind, job_kind.watch_name, job_kind.plural, job_kind.group)
-}
+    for word in (job_kind.kind, job_kind.wire_kind, job_kind.watch_name, job_kind.plural, job_kind.group)
+} - SHARED_WORDS
 # (module, literal): why it stays.
 ALLOWED = {
     ("state/reaper.py", "pytorchjob"): "the task state store key every try has written its job under since "

@@ -97,6 +97,7 @@ def test_provider_info_lists_modules_that_import() -> None:
         "airflow_gang.hooks.gang",
         "airflow_gang.operators.pytorch_job",
         "airflow_gang.operators.train_job",
+        "airflow_gang.operators.volcano_job",
         "airflow_gang.sensors.gang",
         "airflow_gang.triggers.gang",
     ]

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from airflow_gang.kinds.base import (
@@ -33,6 +34,7 @@ from airflow_gang.kinds.base import (
     labels_of,
     true_conditions,
 )
+from airflow_gang.model.quantity import parse_quantity
 
 if TYPE_CHECKING:
     from airflow_gang.exceptions import PyTorchJobFailed
@@ -108,6 +110,14 @@ class TrainJobKind(JobKind):
         if not counts and gang_size:
             return {NODE: gang_size}
         return counts
+
+    def gang_requests(self, job: JsonDict) -> dict[str, Decimal]:
+        """``resourcesPerNode`` times the nodes (what its runtime adds is not counted)."""
+        trainer = (job.get("spec") or {}).get("trainer") or {}
+        per_node = trainer.get("resourcesPerNode") or {}
+        amounts = {**(per_node.get("limits") or {}), **(per_node.get("requests") or {})}
+        nodes = int(trainer.get("numNodes") or 1)
+        return {resource: parse_quantity(amount) * nodes for resource, amount in amounts.items()}
 
     def replica_rows(
         self, job: JsonDict, pods: Iterable[JsonDict] = (), gang_size: int = 0

@@ -423,7 +423,8 @@
   function actionButtons(job, noteId, reload) {
     if (!job.live || !job.managed) return null;
     const finished = job.state === "succeeded" || job.state === "failed";
-    const choices = job.suspended ? ["resume", "delete"] : finished ? ["delete"] : ["suspend", "delete"];
+    const pausable = job.suspendable !== false;
+    const choices = job.suspended ? ["resume", "delete"] : finished || !pausable ? ["delete"] : ["suspend", "delete"];
     return el("span", { class: "actions" }, choices.map((action) => {
       const button = el("button", { type: "button", class: action === "delete" ? "danger" : null,
         dataset: { action } }, action);
