@@ -17,7 +17,10 @@ not Nodes or Events):
 A pod is *lost* when it held a node after the gang was admitted and is then deleting, gone, or
 ended ``Failed`` with such a mark. A pod that failed on its own (an exit code) and that its
 controller replaces is the job's restart policy at work, not a disruption; pods going while a
-replica already ``Succeeded`` with no mark are the job's own cleanup. One *episode* runs from the first pod
+replica already ``Succeeded`` with no mark are the job's own cleanup. Nor are pods going with no
+mark once one of the gang's pods failed on its own, or while the job says it is ``Restarting``:
+that is its controller restarting it (Volcano's ``RestartJob`` deletes every pod of the job), until
+the gang is whole again. One *episode* runs from the first pod
 lost until nothing of the gang is terminating and it holds ``minMember`` pods again; pods lost
 meanwhile belong to it (a node takes all its pods, one at a time). An episode is *requeued*
 when the gang fell below ``minMember``: it waits in its queue again, like a new gang.
@@ -173,6 +176,9 @@ class DisruptionTracker:
         self._held: dict[str, JsonDict] = {}  # uid -> the pod as last seen holding a node
         self._counted: set[str] = set()  # uids of pods already counted as lost
         self._current: Disruption | None = None
+        # A pod of the gang failed on its own (or the job said Restarting): pods deleted with no
+        # mark are its controller's restart until the gang holds minMember pods again.
+        self._restarting = False
 
     @property
     def current(self) -> Disruption | None:
@@ -199,7 +205,15 @@ class DisruptionTracker:
             return DisruptionStep()
         if not admitted:
             return DisruptionStep()
+        if status.job_condition == "Restarting":
+            self._restarting = True
         losses = self._losses(seen.pods)
+        if (
+            self._restarting
+            and not losses
+            and sum(1 for pod in seen.pods if holds_node(pod)) >= status.min_member
+        ):
+            self._restarting = False
         started = requeued = ended = None
         if losses and self._current is None:
             started = self._start(losses, status.queue, now)
@@ -228,6 +242,9 @@ class DisruptionTracker:
         # A replica that finished means the job is ending: a pod going now with no mark is its
         # own cleanup (cleanPodPolicy), not a disruption. A marked one still is.
         ending = any((pod.get("status") or {}).get("phase") == "Succeeded" for pod in pods)
+        if any((pod.get("status") or {}).get("phase") == "Failed" and pod_loss(pod) is None for pod in pods):
+            self._restarting = True
+        ending = ending or self._restarting
         losses: list[PodLoss] = []
         present = set()
         for pod in pods:

@@ -257,6 +257,15 @@ class JobKind:
             return None, ""
         return true[-1].get("type"), str(true[-1].get("message") or "")
 
+    def state_time(self, job: JsonDict, state: str) -> str | None:
+        """When the job reached ``state`` (``Running``, ``Succeeded``, ``Failed``: `state`'s words),
+        as its own status records it (a true condition's ``lastTransitionTime``), or None."""
+        for condition in true_conditions(job):
+            if condition.get("type") == state:
+                moment = condition.get("lastTransitionTime")
+                return str(moment) if moment else None
+        return None
+
     def queue(self, job: JsonDict) -> str | None:
         """The Volcano queue the job asks for, as the job says it (the PodGroup's wins)."""
         policy = ((job.get("spec") or {}).get("runPolicy") or {}).get("schedulingPolicy") or {}

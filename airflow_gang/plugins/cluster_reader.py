@@ -146,7 +146,7 @@ class ClusterReader:
             for job in jobs:
                 job.setdefault("kind", job_kind.kind)  # what `jobs.history` reads a job's kind from
                 found.append((job_kind, job))
-        if len(self.unserved) == len(JOB_KINDS):  # neither the training-operator nor Trainer
+        if len(self.unserved) == len(JOB_KINDS):  # no kind of gang job is served
             raise self.unserved[DEFAULT_JOB_KIND.kind]
         return found
 

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_gang.kinds import DEFAULT_JOB_KIND, JobKind
+from airflow_gang.kinds import DEFAULT_JOB_KIND, JobKind, job_kind_of_object
 
 JsonDict = dict[str, Any]
 
@@ -35,11 +35,8 @@ def parse_time(value: Any) -> dt.datetime | None:
     return dt.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
 
 
-def _condition_time(job: JsonDict, condition_type: str) -> dt.datetime | None:
-    for condition in (job.get("status") or {}).get("conditions") or []:
-        if condition.get("type") == condition_type and condition.get("status") == "True":
-            return parse_time(condition.get("lastTransitionTime"))
-    return None
+def _kind_of(job: JsonDict) -> JobKind:
+    return job_kind_of_object(job) or DEFAULT_JOB_KIND
 
 
 @dataclass(frozen=True)
@@ -152,18 +149,18 @@ def gang_admitted_at(
             moment = parse_time(condition.get("lastTransitionTime"))
             if moment is not None:
                 return moment
-    return _condition_time(job, "Running")
+    return parse_time(_kind_of(job).state_time(job, "Running"))
 
 
-def finished_at(job: JsonDict) -> dt.datetime | None:
-    """``completionTime``, else the ``Succeeded``/``Failed`` condition's time (a TrainJob's
-    ``Complete``/``Failed``: it has no ``completionTime``)."""
+def finished_at(job: JsonDict, job_kind: JobKind | None = None) -> dt.datetime | None:
+    """``completionTime``, else when the job's status says it succeeded or failed (a TrainJob's
+    ``Complete``/``Failed`` condition, a Volcano Job's phase: neither has a ``completionTime``)."""
+    job_kind = job_kind or _kind_of(job)
     status = job.get("status") or {}
     return (
         parse_time(status.get("completionTime"))
-        or _condition_time(job, "Succeeded")
-        or _condition_time(job, "Complete")
-        or _condition_time(job, "Failed")
+        or parse_time(job_kind.state_time(job, "Succeeded"))
+        or parse_time(job_kind.state_time(job, "Failed"))
     )
 
 
@@ -180,9 +177,11 @@ def job_timeline(
         raise ValueError(f"{job_kind.kind} {metadata.get('name')!r} has no creationTimestamp")
     status = job.get("status") or {}
     bound = _gang_bound_at(job, pods, job_kind=job_kind)
-    running = _condition_time(job, "Running") or (None if job_kind.running_condition else bound)
-    succeeded = _condition_time(job, "Succeeded") or _condition_time(job, "Complete")
-    failed = _condition_time(job, "Failed")
+    running = parse_time(job_kind.state_time(job, "Running")) or (
+        None if job_kind.running_condition else bound
+    )
+    succeeded = parse_time(job_kind.state_time(job, "Succeeded"))
+    failed = parse_time(job_kind.state_time(job, "Failed"))
     finished = parse_time(status.get("completionTime")) or succeeded or failed
     admitted = bound or running
     if failed is not None:

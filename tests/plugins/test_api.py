@@ -426,8 +426,8 @@ def test_unreachable_cluster_is_a_502_saying_so(
 
 
 def test_missing_pytorchjob_crd_is_a_503_with_the_fix(client: TestClient, proxy: FaultProxy) -> None:
-    # Neither the training-operator nor Trainer v2 is served (one of them alone still lists the
-    # other's jobs: test_trainjob_rows.py).
+    # Neither the training-operator nor Trainer v2 nor Volcano's Job API is served (one of them
+    # alone still lists its jobs: test_trainjob_rows.py).
     proxy.faults += [
         Fault("GET", "/apis/kubeflow.org/v1/namespaces/default/pytorchjobs", status=404, times=99),
         Fault("GET", "/apis/kubeflow.org/v1", status=404, times=99),
@@ -435,6 +435,8 @@ def test_missing_pytorchjob_crd_is_a_503_with_the_fix(client: TestClient, proxy:
             "GET", "/apis/trainer.kubeflow.org/v1alpha1/namespaces/default/trainjobs", status=404, times=99
         ),
         Fault("GET", "/apis/trainer.kubeflow.org/v1alpha1", status=404, times=99),
+        Fault("GET", "/apis/batch.volcano.sh/v1alpha1/namespaces/default/jobs", status=404, times=99),
+        Fault("GET", "/apis/batch.volcano.sh/v1alpha1", status=404, times=99),
     ]
     assert_error(
         client.get("/api/jobs"),

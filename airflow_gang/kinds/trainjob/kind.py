@@ -148,6 +148,10 @@ class TrainJobKind(JobKind):
                 return word, str(true[condition_type].get("message") or "")
         return None, ""
 
+    def state_time(self, job: JsonDict, state: str) -> str | None:
+        """Its ``Complete`` condition's time is when it succeeded."""
+        return super().state_time(job, "Complete" if state == SUCCEEDED else state)
+
     def queue(self, job: JsonDict) -> str | None:
         """The queue the TrainJob's ``runtimePatches`` give its PodGroup, as Trainer reads it (the
         last patch naming one wins; the runtime's own template, which they override, is not on

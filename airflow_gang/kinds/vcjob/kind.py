@@ -172,6 +172,22 @@ class VolcanoJobKind(JobKind):
             return "Restarting", message or f"restarted by its policy ({retries} of maxRetry {limit})"
         return None, message
 
+    def state_time(self, job: JsonDict, state: str) -> str | None:
+        """The newest ``status.conditions`` entry (one per phase: ``{status: <phase>,
+        lastTransitionTime}``, Volcano's ``appendJobCondition``) of a phase `state` reads as
+        ``state``; a restart clears nothing, so ``Running`` is the last run's."""
+        phases = {SUCCEEDED: SUCCEEDED_PHASES, FAILED: FAILED_PHASES, "Running": ("Running",)}.get(
+            state, (state,)
+        )
+        moments = [
+            str(condition["lastTransitionTime"])
+            for condition in (job.get("status") or {}).get("conditions") or []
+            if condition.get("status") in phases and condition.get("lastTransitionTime")
+        ]
+        if state in (SUCCEEDED, FAILED) and self.state(job)[0] != state:
+            return None  # a phase the job has left (Failed of a restarted run cannot be)
+        return max(moments) if moments else None
+
     def queue(self, job: JsonDict) -> str | None:
         """``spec.queue`` (Volcano's webhook defaults it to ``default``)."""
         return (job.get("spec") or {}).get("queue") or "default"
@@ -232,5 +248,6 @@ VCJOB = VolcanoJobKind(
     task_decorator="vcjob",
     decorator_class="airflow_gang.decorators.volcano_job.vcjob_task",
     pods_outlive_failure=False,
+    running_condition=False,
     controller_owns_podgroup=True,
 )
