@@ -155,6 +155,15 @@ def _now() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
 
 
+def _whole_again(seen: GangSnapshot) -> bool:
+    """Every replica of the gang holds a node and none is going: a restart is over (``minMember``
+    is not enough: a gang smaller than its job holds it while its controller restarts it)."""
+    pods = seen.pods
+    going = any((pod.get("metadata") or {}).get("deletionTimestamp") for pod in pods)
+    held = sum(1 for pod in pods if holds_node(pod))
+    return not going and held >= max(seen.status.replicas, seen.status.min_member)
+
+
 class DisruptionTracker:
     """Follows one try's wait, look after look.
 
@@ -177,7 +186,7 @@ class DisruptionTracker:
         self._counted: set[str] = set()  # uids of pods already counted as lost
         self._current: Disruption | None = None
         # A pod of the gang failed on its own (or the job said Restarting): pods deleted with no
-        # mark are its controller's restart until the gang holds minMember pods again.
+        # mark are its controller's restart until every replica holds a node again.
         self._restarting = False
 
     @property
@@ -208,11 +217,7 @@ class DisruptionTracker:
         if status.job_condition == "Restarting":
             self._restarting = True
         losses = self._losses(seen.pods)
-        if (
-            self._restarting
-            and not losses
-            and sum(1 for pod in seen.pods if holds_node(pod)) >= status.min_member
-        ):
+        if self._restarting and not losses and _whole_again(seen):
             self._restarting = False
         started = requeued = ended = None
         if losses and self._current is None:

@@ -51,10 +51,13 @@ def error(message: str, field: str | None = None) -> GangSpecError:
     return GangSpecError(message, field=field)
 
 
-def spec_error_from(validation_error: ValidationError, known: Sequence[str] = ()) -> GangSpecError:
+def spec_error_from(
+    validation_error: ValidationError, known: Sequence[str] = (), operator: str = "PyTorchJobOperator"
+) -> GangSpecError:
     """One `GangSpecError` for all problems pydantic found, each worded field=value: why (fix).
 
     :param known: the argument names an unknown one may be a misspelling of.
+    :param operator: the operator whose arguments an unknown one is pointed to.
     """
     problems: list[str] = []
     first_field: str | None = None
@@ -67,7 +70,7 @@ def spec_error_from(validation_error: ValidationError, known: Sequence[str] = ()
             continue
         first_field = first_field or location or None
         if detail["type"] == "extra_forbidden":
-            problems.append(_unknown_argument(location, known))
+            problems.append(_unknown_argument(location, known, operator))
         elif detail["type"] == "missing":
             problems.append(f"{location} is required")
         else:
@@ -93,10 +96,10 @@ def _location(loc: tuple[int | str, ...]) -> str:
     return text
 
 
-def _unknown_argument(name: str, known: Sequence[str]) -> str:
+def _unknown_argument(name: str, known: Sequence[str], operator: str) -> str:
     leaf = name.rsplit(".", 1)[-1]
     close = difflib.get_close_matches(leaf, list(known), n=1)
-    hint = f"did you mean {close[0]!r}?" if close else "see the PyTorchJobOperator arguments"
+    hint = f"did you mean {close[0]!r}?" if close else f"see the {operator} arguments"
     return f"{name} is not a known argument ({hint})"
 
 

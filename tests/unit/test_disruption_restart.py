@@ -218,14 +218,6 @@ def test_a_marked_pod_that_goes_during_the_restart_counts_once_it_is_gone() -> N
     assert tracker.episodes[0].pods == ["train-worker-2"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "bug: the restart window closes in the very look that sees the failed pod when the other "
-        "pods still hold minMember (a Volcano Job with min_available < replicas), so the "
-        "RestartJob's unmarked deletions in the next look start a 'pods deleted' episode"
-    ),
-)
 def test_the_restart_of_a_job_whose_gang_is_smaller_than_its_replicas_is_no_disruption() -> None:
     tracker = DisruptionTracker("retry", 3)
     look(tracker, gang(), min_available=2)

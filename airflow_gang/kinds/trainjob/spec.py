@@ -91,7 +91,9 @@ class TrainJobSpec(BaseModel):
         try:
             super().__init__(**data)
         except ValidationError as error:
-            raise validation.spec_error_from(error, list(TrainJobSpec.model_fields)) from None
+            raise validation.spec_error_from(
+                error, list(TrainJobSpec.model_fields), "TrainJobOperator"
+            ) from None
 
     _image = field_validator("image")(validation.check_image)
     _strings = field_validator("command", "args", mode="before")(validation.check_string_list)

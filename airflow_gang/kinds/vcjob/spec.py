@@ -201,7 +201,9 @@ class VolcanoJobSpec(BaseModel):
         try:
             super().__init__(**data)
         except ValidationError as error:
-            raise validation.spec_error_from(error, list(VolcanoJobSpec.model_fields)) from None
+            raise validation.spec_error_from(
+                error, list(VolcanoJobSpec.model_fields), "VolcanoJobOperator"
+            ) from None
 
     _image = field_validator("image")(validation.check_image)
     _strings = field_validator("command", "args", mode="before")(validation.check_string_list)
