@@ -110,6 +110,7 @@ def failure_error(
     :param seen: what the wait saw fail, for a kind whose pods may be gone by now.
     """
     job = hook.get_job(job_kind, name, namespace) or {}
+    state, said = job_kind.state(job) if job else (None, "")
     condition: JsonDict = next(
         (
             c
@@ -123,7 +124,9 @@ def failure_error(
     seen_tail = ""
     if failure is None and seen is not None and seen.failure is not None:
         failure, seen_tail = seen.failure, seen.tail
-    headline = str(condition.get("message") or f"{job_kind.kind} {name} failed")
+    headline = (said if state == "Failed" else "") or f"{job_kind.kind} {name} failed"
+    if not headline.endswith("."):
+        headline += "."
     failed = job_kind.failure_error
     if failure is None:
         return failed(
@@ -136,7 +139,8 @@ def failure_error(
         hook, failure.pod, namespace, lines, job_kind.container, previous=failure.previous
     )
     message = (
-        f"{headline} Replica {failure.replica} (pod {failure.pod}) exited with code {failure.exit_code}"
+        f"{headline} {_sentence(job_kind.replica_phrase(failure.replica))} (pod {failure.pod}) exited with "
+        f"code {failure.exit_code}"
         f" ({failure.reason or 'unknown reason'})."
     )
     if tail.strip():
@@ -150,6 +154,10 @@ def failure_error(
         reason=failure.reason,
         log_tail=tail,
     )
+
+
+def _sentence(phrase: str) -> str:
+    return phrase[:1].upper() + phrase[1:]
 
 
 def admission_timeout(

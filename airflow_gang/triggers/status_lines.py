@@ -1,6 +1,8 @@
 """The lines a waiting trigger writes about its gang into the task log, written off the event loop.
 
-Each phase the gang reaches (queued, running, succeeded...) is one INFO line; the finer changes
+Each phase the gang reaches (queued, running, succeeded...) is one INFO line, and so is a restart
+by the job's own controller (its condition ``Restarting``, e.g. a Volcano Job's ``RestartJob``
+policy, and the end of it); the finer changes
 within a phase (the PodGroup's phase, pods bound one by one, a scheduler's message) go at DEBUG,
 and so does the admitted phase, which the trigger announces with its own ``gang admitted`` line.
 
@@ -85,6 +87,9 @@ def _nothing() -> None:
     return None
 
 
+RESTARTING = "Restarting"
+
+
 class StatusLines:
     """Logs a gang's status as it changes (see the module docstring)."""
 
@@ -93,6 +98,7 @@ class StatusLines:
         self.where = f"{namespace}/{name}"
         self._line = ""
         self._phase: GangPhase | None = None
+        self._condition: str | None = None
 
     def saw(self, status: GangStatus) -> None:
         """Queue a line if ``status`` reads differently from the last one (see the module)."""
@@ -100,12 +106,18 @@ class StatusLines:
         if line == self._line:
             return
         new_phase = status.phase is not self._phase and status.phase is not GangPhase.ADMITTED
-        self._line, self._phase = line, status.phase
-        queue_line(self.log, "info" if new_phase else "debug", "gang job %s: %s", self.where, line)
+        # A restart by the job's own controller (its condition Restarting) is news within running.
+        restart = status.job_condition != self._condition and RESTARTING in (
+            status.job_condition,
+            self._condition,
+        )
+        self._line, self._phase, self._condition = line, status.phase, status.job_condition
+        level = "info" if new_phase or restart else "debug"
+        queue_line(self.log, level, "gang job %s: %s", self.where, line)
 
     def admitted(self, status: GangStatus, at: str | None) -> None:
         """The admission line, with the status it was seen in (no separate line for that status)."""
         line = status.describe()
-        self._line, self._phase = line, status.phase
+        self._line, self._phase, self._condition = line, status.phase, status.job_condition
         message = "gang admitted job=%s queue=%s at %s: %s"
         queue_line(self.log, "info", message, self.where, status.queue, at, line)

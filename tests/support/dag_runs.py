@@ -103,6 +103,27 @@ def run_seed_sweep(write_dag: Callable[..., Any], tmp_path: Path, *, gang: str, 
 
 # A TrainJob and a task recording its result (tests/e2e/test_trainjob_operator.py,
 # test_trainjob_deletion.py).
+VCJOB_DAG = """
+import datetime as dt, json
+from airflow.sdk import DAG, task
+from airflow_gang.operators.volcano_job import VolcanoJobOperator
+
+with DAG("__DAG_ID__", schedule=None, start_date=dt.datetime(2026, 1, 1), catchup=False) as dag:
+    train = VolcanoJobOperator(
+        task_id="train", image="ghcr.io/acme/train:1", command=["python", "train.py"], workers=__WORKERS__,
+        resources={"nvidia.com/gpu": 1}, deferrable=__DEFERRABLE__, poll_interval=0.2,
+        admission_timeout=__ADMISSION__, queue=__QUEUE__, retries=0, delete_on_finish="always",
+        min_available=__MIN_AVAILABLE__, max_retry=__MAX_RETRY__, policies=__POLICIES__,
+        pod_template={"metadata": {"annotations": __ANNOTATIONS__}},
+    )
+
+    @task
+    def record(result, ti=None):
+        with open(__OUT__, "w") as out:
+            json.dump({"result": result, "job_name": ti.xcom_pull(task_ids="train", key="job_name")}, out)
+
+    record(train.output)
+"""
 TRAINJOB_DAG = """
 import datetime as dt, json
 from airflow.sdk import DAG, task
