@@ -5,7 +5,8 @@
 2. point a private Airflow home (``.demo/airflow``, SQLite) at it through
    ``AIRFLOW_CONN_KUBERNETES_DEFAULT`` and run ``airflow dags test`` on ``gang_vs_deadlock``
    (``--kind trainjob``: ``gang_vs_deadlock_trainjob``, the same with Kubeflow Trainer v2
-   TrainJobs; ``--train``: ``retrain_daily``);
+   TrainJobs; ``--kind vcjob``: ``gang_vs_deadlock_vcjob``, with Volcano's own Jobs;
+   ``--train``: ``retrain_daily``);
 3. print the job timeline (or the accuracy reached) and where the chart (``timeline.html``, the
    Gang jobs page's chart in one file that opens in a browser from disk) and logs are;
 4. stop the simulator, whatever happened, and check that nothing it started is still running.
@@ -31,10 +32,15 @@ OUT = Path(os.environ.get("GANG_DEMO_DIR") or REPO / ".demo").resolve()
 BIN = Path(sys.executable).parent
 READY = "simulated cluster ready"
 # The seed scenario's DAG per job kind, and the gang modes each takes (its first is the default).
-SEED_DAGS = {"pytorchjob": "gang_vs_deadlock", "trainjob": "gang_vs_deadlock_trainjob"}
+SEED_DAGS = {
+    "pytorchjob": "gang_vs_deadlock",
+    "trainjob": "gang_vs_deadlock_trainjob",
+    "vcjob": "gang_vs_deadlock_vcjob",
+}
 GANG_MODES = {
     "pytorchjob": ("provider", "training-operator", "disabled"),
     "trainjob": ("trainer", "disabled"),
+    "vcjob": ("volcano", "disabled"),
 }
 DEFAULT_GANG_SCHEDULING = {kind: modes[0] for kind, modes in GANG_MODES.items()}
 
@@ -166,12 +172,14 @@ def main() -> int:
         "--kind",
         default="pytorchjob",
         choices=sorted(SEED_DAGS),
-        help="the seed scenario's job kind: PyTorchJobs (default) or Kubeflow Trainer v2 TrainJobs",
+        help="the seed scenario's job kind: PyTorchJobs (default), Kubeflow Trainer v2 TrainJobs or "
+        "Volcano's own Jobs",
     )
     parser.add_argument(
         "--gang-scheduling",
-        choices=["provider", "training-operator", "trainer", "disabled"],
-        help="default: provider for PyTorchJobs, trainer (the runtime's podGroupPolicy) for TrainJobs",
+        choices=["provider", "training-operator", "trainer", "volcano", "disabled"],
+        help="default: provider for PyTorchJobs, trainer (the runtime's podGroupPolicy) for TrainJobs, "
+        "volcano (minAvailable = every pod) for Volcano Jobs",
     )
     parser.add_argument(
         "--training-operator-gang",

@@ -9,7 +9,11 @@ share nothing but the API, so each decides from its cache's view of the job's po
 - a TrainJob's nodes (Trainer v2) are the pods of one replicated job of its JobSet (labels
   ``jobset.sigs.k8s.io/jobset-name`` and ``replicatedjob-name``), the expected count their
   ``PET_NNODES``, as torchrun's rendezvous waits for that many nodes; such a pod without
-  ``PET_NNODES`` (not a torch node) does not wait.
+  ``PET_NNODES`` (not a torch node) does not wait;
+- a Volcano Job's pods are those labelled ``volcano.sh/job-name``, the expected count the
+  ``WORLD_SIZE`` its ``pytorch`` plugin gives every pod (docs/volcano-job.md), as
+  ``init_process_group`` waits for that many ranks; such a pod without ``WORLD_SIZE`` (no
+  ``pytorch`` plugin) does not wait.
 
 Any other pod is a job of one. Peers are grouped by `group_of` (``pytorchjob/<name>``,
 ``jobset/<name>/<replicated job>``).
@@ -25,6 +29,8 @@ JOB_NAME_LABEL = "training.kubeflow.org/job-name"
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
 TORCH_NODES_ENV = "PET_NNODES"
+VCJOB_NAME_LABEL = "volcano.sh/job-name"
+WORLD_SIZE_ENV = "WORLD_SIZE"
 # Succeeded counts as arrived: a fast replica may finish before a slow node's kubelet even looks.
 ARRIVED_PHASES = frozenset({"Running", "Succeeded"})
 
@@ -46,14 +52,17 @@ def group_of(pod: JsonDict) -> str | None:
         return pytorchjob_group(str(labels[JOB_NAME_LABEL]))
     if labels.get(JOBSET_NAME_LABEL):
         return f"jobset/{labels[JOBSET_NAME_LABEL]}/{labels.get(REPLICATED_JOB_LABEL, '')}"
+    if labels.get(VCJOB_NAME_LABEL):
+        return f"vcjob/{labels[VCJOB_NAME_LABEL]}"
     return None
 
 
-def torch_nodes(pod: JsonDict) -> int | None:
-    """``PET_NNODES`` of the pod's containers (the lower bound of an elastic ``min:max``)."""
+def torch_nodes(pod: JsonDict, variable: str = TORCH_NODES_ENV) -> int | None:
+    """``PET_NNODES`` of the pod's containers (the lower bound of an elastic ``min:max``), or
+    another such count (``WORLD_SIZE``)."""
     for container in (pod.get("spec") or {}).get("containers") or []:
         for item in container.get("env") or []:
-            if item.get("name") == TORCH_NODES_ENV:
+            if item.get("name") == variable:
                 try:
                     return int(str(item.get("value") or "").partition(":")[0])
                 except ValueError:
@@ -96,6 +105,9 @@ def progress(pod: JsonDict, job: JsonDict | None, job_pods: Iterable[JsonDict]) 
     if group.startswith("jobset/"):
         nodes = torch_nodes(pod)
         return (1, 1) if nodes is None else (_arrived(job_pods)[0], nodes)
+    if group.startswith("vcjob/"):
+        world = torch_nodes(pod, WORLD_SIZE_ENV)
+        return (1, 1) if world is None else (_arrived(job_pods)[0], world)
     if job is not None:
         expected = expected_replicas(job)
     elif owned_by_job(pod):
