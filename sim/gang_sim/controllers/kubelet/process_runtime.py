@@ -62,11 +62,13 @@ def port_is_free(port: int) -> bool:
 
 def job_uid(pod: JsonDict) -> str:
     """The UID of the pod's distributed job, read from the pod itself so no cache is needed: the
-    owning PyTorchJob's, or the JobSet's (label ``jobset.sigs.k8s.io/jobset-uid``) for a TrainJob
-    node, else the pod's own."""
+    owning PyTorchJob's or Volcano Job's, or the JobSet's (label ``jobset.sigs.k8s.io/jobset-uid``)
+    for a TrainJob node, else the pod's own."""
     meta = pod.get("metadata") or {}
     for ref in meta.get("ownerReferences") or []:
-        if ref.get("kind") == "PyTorchJob" and ref.get("uid"):
+        api_group = str(ref.get("apiVersion", "")).rpartition("/")[0]
+        volcano_job = ref.get("kind") == "Job" and api_group == "batch.volcano.sh"
+        if (ref.get("kind") == "PyTorchJob" or volcano_job) and ref.get("uid"):
             return str(ref["uid"])
     jobset_uid = (meta.get("labels") or {}).get(JOBSET_UID_LABEL)
     return str(jobset_uid or meta.get("uid", ""))
