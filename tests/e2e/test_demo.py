@@ -83,3 +83,27 @@ def test_demo_refuses_a_gang_mode_its_kind_does_not_have(tmp_path: Path) -> None
     )
     assert result.returncode == 2
     assert "--kind trainjob takes --gang-scheduling trainer or disabled" in result.stderr
+
+
+# The vcjob seed DAG runs under dag.test() (tests/e2e/test_example_dags.py) and its mapped
+# operator on the real stack (tests/realstack/test_vcjobs.py); its `make demo` path runs with
+# `make test-slow`.
+@pytest.mark.slow
+def test_demo_with_volcano_jobs_runs_six_gangs_one_after_another(tmp_path: Path) -> None:
+    env = {**os.environ, "GANG_DEMO_DIR": str(tmp_path)}
+    result = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "demo.py"), "--kind", "vcjob"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=240,
+        check=False,
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-4000:]
+    assert "airflow dags test gang_vs_deadlock_vcjob" in output
+    assert '"gang_scheduling": "volcano"' in output
+    rows = [line for line in output.splitlines() if re.match(r"seed-[0-9a-z]+-[0-5] ", line)]
+    assert len(rows) == 6
+    assert all(row.rstrip().endswith("succeeded") for row in rows)
+    assert "nothing left running" in output

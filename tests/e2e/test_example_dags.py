@@ -170,6 +170,88 @@ def test_gang_vs_deadlock_trainjob_without_gang_scheduling_deadlocks_and_says_wh
     assert str(dag_run.state) == "failed"
 
 
+# Every run takes mapped Volcano Job gangs under a real scheduler and triggerer
+# (tests/realstack/test_vcjobs.py).
+@pytest.mark.slow
+def test_gang_vs_deadlock_vcjob_with_gang_scheduling_runs_all_six_one_after_another(
+    example_dag: Callable[[str], Any], tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """The seed scenario with Volcano's own Jobs: minAvailable = every pod, so Volcano's job
+    controller makes each job one gang of four and the six run one at a time."""
+    dag = example_dag("gang_vs_deadlock_vcjob")
+    dag_run = dag.test(run_conf={"train_seconds": 1, "report_dir": str(tmp_path)})
+    states = task_states(dag_run)
+    assert str(dag_run.state) == "success", states
+    assert set(states.values()) == {"success"}
+    jobs, drawn = read_report(tmp_path)
+    assert [job["state"] for job in jobs] == ["succeeded"] * 6
+    spans = sorted((job["admitted_at"], job["finished_at"]) for job in jobs)
+    for (_, first_end), (second_start, _) in itertools.pairwise(spans):
+        assert first_end <= second_start
+    assert_drawn_as_recorded(jobs, drawn)
+    assert "kind=vcjob gang_scheduling=volcano" in capfd.readouterr().out
+
+
+def test_gang_vs_deadlock_vcjob_without_gang_deadlocks_until_admission_timeouts_end_it(
+    example_dag: Callable[[str], Any], tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """minAvailable 1: Volcano gives each job one pod, then the next job one (its allocate puts a
+    ready job back behind the unready ones), so four jobs each hold a GPU and wait for their
+    other pods at the rendezvous; the sensors' admission timeouts delete the stuck jobs."""
+    dag = example_dag("gang_vs_deadlock_vcjob")
+    dag_run = dag.test(
+        run_conf={
+            "gang_scheduling": "disabled",
+            "train_seconds": 1,
+            "admission_timeout": 10,
+            "report_dir": str(tmp_path),
+        }
+    )
+    states = task_states(dag_run)
+    output = capfd.readouterr().out
+    trains = {task: state for task, state in states.items() if task.startswith("train[")}
+    failed = list(trains.values()).count("failed")
+    assert failed >= 4, states
+    assert "GangAdmissionTimeout" in output
+    assert "(no gang scheduling: not every replica was bound)" in output
+    jobs, drawn = read_report(tmp_path)
+    assert len([job for job in jobs if job["state"] == "timed out"]) == failed
+    assert [entry["gang_state"] for entry in drawn.values()].count("admission_timeout") == failed
+    assert states["report"] == "failed"
+    assert f"{failed} of 6 Volcano Jobs did not succeed with gang_scheduling=disabled" in output
+    assert states["cleanup"] == "success"
+    assert str(dag_run.state) == "failed"
+
+
+def test_retrain_vcjob_trains_a_volcano_job_evaluates_and_promotes(
+    example_dag: Callable[[str], Any], tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    dag = example_dag("retrain_vcjob")
+    assert dag.schedule == "@daily"
+    train = dag.get_task("train")
+    assert train.deferrable
+    assert train.retry_policy is not None
+    dag_run = dag.test(
+        logical_date=dt.datetime(2026, 11, 29, tzinfo=dt.UTC), run_conf={"registry_dir": str(tmp_path)}
+    )
+    assert task_states(dag_run) == {
+        "prepare_data": "success",
+        "train": "success",
+        "evaluate": "success",
+        "good_enough": "success",
+        "promote": "success",
+    }
+    result = xcom(dag_run, "train")
+    assert result["state"] == "succeeded"
+    assert result["replicas"] == {"master": 1, "worker": 1}
+    assert result["podgroup"] == f"{result['name']}-{result['uid']}"  # Volcano's job controller's
+    assert result["metrics"] == {"loss": 0.18, "accuracy": 0.957}
+    latest = json.loads((tmp_path / "digits-vcjob" / "latest.json").read_text())
+    assert latest["job"] == result["name"]
+    assert latest["pods"] == 2
+    assert "accuracy=0.9570 (bar 0.9000): promote" in capfd.readouterr().out
+
+
 def test_retrain_daily_trains_evaluates_and_promotes(
     example_dag: Callable[[str], Any], tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
