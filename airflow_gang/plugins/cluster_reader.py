@@ -245,7 +245,8 @@ class ClusterReader:
             return None
         podgroup: JsonDict | None = None
         try:
-            podgroup = self._checked(lambda: self.hook.get_podgroup(name, namespace), volcano=True)
+            named = job_kind.podgroup_name(name, job["metadata"].get("uid"))
+            podgroup = self._checked(lambda: self.hook.get_podgroup(named, namespace), volcano=True)
             if podgroup is None:  # a training-operator PodGroup owned by the job, under another name
                 podgroup = podgroup_for(job, self._podgroups(namespace))
         except GangCRDNotInstalled:

@@ -112,7 +112,7 @@ class StatusLines:
             self._condition,
         )
         self._line, self._phase, self._condition = line, status.phase, status.job_condition
-        level = "info" if new_phase or restart else "debug"
+        level: Level = "info" if new_phase or restart else "debug"
         queue_line(self.log, level, "gang job %s: %s", self.where, line)
 
     def admitted(self, status: GangStatus, at: str | None) -> None:
