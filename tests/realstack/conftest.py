@@ -23,6 +23,7 @@ from gang_sim.cluster import SimCluster
 from gang_stack import AirflowStack
 from gang_stack.settings import kubernetes_connection
 from tests.realstack.dags import DAG_FILES, GANG_FLAG_CONNECTION
+from tests.realstack.vcjob_dags import VCJOB_DAG_FILES
 from tests.support.benchmarks import benchmark_module
 from tests.support.cluster import NOTHING, PODGROUPS, PYTORCHJOBS, leftovers
 from tests.waiting import eventually
@@ -32,7 +33,13 @@ EMPTY: dict[str, list[str]] = NOTHING
 TRAINJOBS = ("trainer.kubeflow.org", "v1alpha1", "default", "trainjobs")
 JOBSETS = ("jobset.x-k8s.io", "v1alpha2", "default", "jobsets")
 REPO = Path(__file__).resolve().parents[2]
-EXAMPLE_DAGS = ("gang_vs_deadlock", "gang_vs_deadlock_trainjob", "param_sweep", "retrain_daily")
+EXAMPLE_DAGS = (
+    "gang_vs_deadlock",
+    "gang_vs_deadlock_trainjob",
+    "gang_vs_deadlock_vcjob",
+    "param_sweep",
+    "retrain_daily",
+)
 # The scheduler's reaper sweeps this often here (default 30 s) so tests wait seconds, not minutes.
 REAPER_INTERVAL = 3
 # The chaos engine's DAGs (benchmarks/chaos.py; tests/realstack/test_chaos.py runs it here).
@@ -71,7 +78,7 @@ def stack(
     cluster: SimCluster, gang_flag_kubeconfig: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[AirflowStack]:
     dags = tmp_path_factory.mktemp("realstack-dags")
-    for name, source in {**DAG_FILES, **CHAOS_DAG_FILES}.items():
+    for name, source in {**DAG_FILES, **VCJOB_DAG_FILES, **CHAOS_DAG_FILES}.items():
         (dags / f"{name}.py").write_text(source)
     for example in EXAMPLE_DAGS:  # the repository's example DAGs, as `make airflow` serves them
         shutil.copyfile(REPO / "dags" / f"{example}.py", dags / f"{example}.py")
@@ -94,7 +101,7 @@ def stack(
         extra_env=env,
         parallelism=8,
     ) as running:
-        for dag_id in (*DAG_FILES, *CHAOS_DAG_FILES, *EXAMPLE_DAGS):
+        for dag_id in (*DAG_FILES, *VCJOB_DAG_FILES, *CHAOS_DAG_FILES, *EXAMPLE_DAGS):
             running.client.wait_for_dag(dag_id, timeout=120)
         yield running
 
