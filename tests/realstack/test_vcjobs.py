@@ -129,6 +129,9 @@ def test_six_mapped_volcano_job_gangs_all_succeed_one_gang_at_a_time(
     assert "succeeded" in log
 
 
+# CI's time budget: the mapped sweep above is its twin under the real scheduler, and the seed DAG
+# itself runs under dag.test() (its deadlock in every run, its gang run with `make test-slow`).
+@pytest.mark.slow
 def test_the_vcjob_seed_scenario_with_gangs_runs_six_of_six_one_gang_at_a_time(
     stack: AirflowStack, api: k8s.ApiClient, tmp_path: Path
 ) -> None:
