@@ -85,9 +85,10 @@ class VolcanoJobKind(JobKind):
         return VolcanoJobFailed
 
     def podgroup_name(self, job_name: str, job_uid: str | None = None) -> str:
-        """``<job>-<uid>``, as Volcano's job controller names it (``job_controller_util.go``
-        ``createJobPod``; before v1.8 it was the job's name, which it still falls back to and so
-        does this without the uid)."""
+        """``<job>-<uid>``, as Volcano's job controller names it (v1.16
+        ``job_controller_actions.go`` ``generateRelatedPodGroupName``, lines 64-66); without the
+        uid, the job's own name, which ``getPodGroupByJob`` (lines 48-62) falls back to for
+        PodGroups made by older controllers."""
         return f"{job_name}-{job_uid}" if job_uid else job_name
 
     def job_of_podgroup(self, podgroup: JsonDict) -> str | None:
