@@ -22,7 +22,7 @@ def work(seconds, exit_code=0, log="epoch 1/1 accuracy=0.9"):
 
 
 def vcjob_sweep_dag(dag_id: str, admission_timeout: float, min_available: int | None) -> str:
-    """Six deferrable 4-pod Volcano Jobs (master + 3 workers, 1 GPU each, 3 s) mapped on the
+    """Six deferrable 4-pod Volcano Jobs (master + 3 workers, 1 GPU each, 2 s) mapped on the
     4-GPU pool, retries=0; ``min_available=None`` is one gang of four, 1 is not a gang."""
     return (
         _HEADER
@@ -31,7 +31,7 @@ with DAG("{dag_id}", schedule=None, start_date=dt.datetime(2026, 1, 1), catchup=
     VolcanoJobOperator.partial(
         task_id="train", image="ghcr.io/acme/train:1", workers=3, resources={{"nvidia.com/gpu": 1}},
         min_available={min_available}, deferrable=True, admission_timeout={admission_timeout},
-        retries=0, poll_interval=30, pod_template=work(3),
+        retries=0, poll_interval=30, pod_template=work(2),
     ).expand(env=[{{"SWEEP_INDEX": str(i)}} for i in range(6)])
 """
     )
@@ -41,7 +41,7 @@ with DAG("{dag_id}", schedule=None, start_date=dt.datetime(2026, 1, 1), catchup=
 VCJOB_GANG_SWEEP = vcjob_sweep_dag("rs_vcjob_gang_sweep", 300, None)
 # minAvailable 1: Volcano places the jobs' pods a few at a time; the pods of each wait for
 # WORLD_SIZE of them, so jobs holding part of the pool deadlock until their admission timeouts.
-VCJOB_NO_GANG_SWEEP = vcjob_sweep_dag("rs_vcjob_no_gang_sweep", 20, 1)
+VCJOB_NO_GANG_SWEEP = vcjob_sweep_dag("rs_vcjob_no_gang_sweep", 12, 1)
 
 VCJOB_MAX_RETRY = (
     _HEADER
@@ -74,7 +74,7 @@ with DAG(
 ) as dag:
     VolcanoJobOperator(
         task_id="train", image="ghcr.io/acme/train:1", workers=3, resources={"nvidia.com/gpu": 1},
-        deferrable=True, admission_timeout=15, retries=1, retry_delay=dt.timedelta(seconds=3),
+        deferrable=True, admission_timeout=8, retries=1, retry_delay=dt.timedelta(seconds=1),
         poll_interval=30, pod_template=work(2),
     )
 """
