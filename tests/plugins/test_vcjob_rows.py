@@ -31,6 +31,7 @@ from airflow_gang.plugins.cluster_reader import UI_RETRY_POLICY, ClusterReader
 from airflow_gang.spec import GangJobSpec
 from gang_sim.cluster import SimCluster
 from tests.metadata import migrate_db
+from tests.support.submission import submit
 from tests.waiting import eventually
 
 NAMESPACE = "volcano"
@@ -40,11 +41,16 @@ def sim(duration: str) -> dict[str, Any]:
     return {"metadata": {"annotations": {"sim.airflow-gang.io/duration": duration}}}
 
 
-def submit_vcjob(hook: GangJobHook, name: str, **spec: Any) -> dict[str, Any]:
+def submit_vcjob(hook: GangJobHook, name: str, **spec: Any) -> None:
     """A Volcano Job with the provider's identity labels, as `VolcanoJobOperator` submits it."""
     labels = identity_labels("ui_vcjobs", name.replace("-", "_"), "manual__1", -1, 1)
-    manifest = VolcanoJobSpec(image="ghcr.io/acme/train:1", **spec).build_vcjob(name, NAMESPACE, labels)
-    return hook.create_job(VCJOB, manifest, NAMESPACE)
+    submit(
+        name,
+        VolcanoJobSpec(image="ghcr.io/acme/train:1", **spec),
+        hook=hook,
+        namespace=NAMESPACE,
+        labels=labels,
+    )
 
 
 def reader_on(kubeconfig_path: str) -> ClusterReader:

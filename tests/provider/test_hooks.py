@@ -798,8 +798,7 @@ async def test_required_permissions_cover_every_request_the_hooks_make(
     await ahook.list_job_children(TRAINJOB, f"tj-{name}", NS)
     await ahook.delete_job(TRAINJOB, f"tj-{name}", NS)
     # A Volcano Job's (VolcanoJobOperator): the job, its watch; Volcano's controller makes the rest.
-    vcjob = VolcanoJobSpec(image="ghcr.io/acme/train:1", workers=0).build_vcjob(f"vc-{name}", NS)
-    hook.create_job(VCJOB, vcjob, NS)
+    submit(f"vc-{name}", VolcanoJobSpec(image="ghcr.io/acme/train:1", workers=0), hook=hook, namespace=NS)
     hook.get_job(VCJOB, f"vc-{name}", NS)
     hook.list_jobs(VCJOB, NS, f"test-id={test_id}")
     _, version = await ahook.list_with_version(VCJOB.watch_name, NS)

@@ -1,8 +1,9 @@
 """One way for a test to put a gang job on the cluster as the operator submits it: `submit`.
 
 A PyTorchJob (`GangJobSpec`): its PodGroup first when the spec gangs with one, then the job, then
-optionally the PodGroup's ownerReference; a TrainJob (`TrainJobSpec`): the TrainJob alone (the
-cluster's Trainer makes the rest). `gang_spec` is the usual PyTorchJob gang of these tests.
+optionally the PodGroup's ownerReference; a TrainJob (`TrainJobSpec`) or a Volcano Job
+(`VolcanoJobSpec`): the job alone (the cluster's Trainer or Volcano job controller makes the
+rest). `gang_spec` is the usual PyTorchJob gang of these tests.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from typing import Any
 
 from airflow_gang.hooks.gang import GangJobHook
 from airflow_gang.job_kinds import TRAINJOB
+from airflow_gang.kinds import VCJOB
+from airflow_gang.kinds.vcjob.spec import VolcanoJobSpec
 from airflow_gang.spec import GangJobSpec
 from airflow_gang.trainjob_spec import TrainJobSpec
 
@@ -40,7 +43,7 @@ def gang_spec(seconds: float = 60, *, workers: int = 1, gpus: int = 1, **options
 
 def submit(
     name: str,
-    spec: GangJobSpec | TrainJobSpec,
+    spec: GangJobSpec | TrainJobSpec | VolcanoJobSpec,
     *,
     hook: GangJobHook | None = None,
     namespace: str = "default",
@@ -57,6 +60,8 @@ def submit(
     hook = hook or GangJobHook(conn_id="kubernetes_default")
     if isinstance(spec, TrainJobSpec):
         return hook.create_job(TRAINJOB, spec.build_trainjob(name, namespace, extra_labels=labels), namespace)
+    if isinstance(spec, VolcanoJobSpec):
+        return hook.create_job(VCJOB, spec.build_vcjob(name, namespace, labels), namespace)
     podgroup = spec.build_podgroup(name, namespace, labels=labels)
     if podgroup is not None:
         hook.create_podgroup(podgroup, namespace)
