@@ -6,11 +6,8 @@ set through the script runtime's pod annotations (duration, exit code, log).
 
 from __future__ import annotations
 
-_HEADER = """
-import datetime as dt
-from airflow.sdk import DAG, task
-from airflow_gang.operators.pytorch_job import PyTorchJobOperator
-
+# The simulated work of a replica, as the script runtime reads it from the pod's annotations.
+WORK_FUNCTION = """
 def work(seconds, exit_code=0, log="epoch 1/1 accuracy=0.9"):
     return {"metadata": {"annotations": {
         "sim.airflow-gang.io/duration": str(seconds),
@@ -18,6 +15,14 @@ def work(seconds, exit_code=0, log="epoch 1/1 accuracy=0.9"):
         "sim.airflow-gang.io/log": log,
     }}}
 """
+_HEADER = (
+    """
+import datetime as dt
+from airflow.sdk import DAG, task
+from airflow_gang.operators.pytorch_job import PyTorchJobOperator
+"""
+    + WORK_FUNCTION
+)
 
 
 def sweep_dag(

@@ -7,18 +7,16 @@ work is set through the script runtime's pod annotations (duration, exit code, l
 
 from __future__ import annotations
 
-_HEADER = """
+from tests.realstack.dags import WORK_FUNCTION
+
+_HEADER = (
+    """
 import datetime as dt
 from airflow.sdk import DAG
 from airflow_gang.operators.volcano_job import VolcanoJobOperator
-
-def work(seconds, exit_code=0, log="epoch 1/1 accuracy=0.9"):
-    return {"metadata": {"annotations": {
-        "sim.airflow-gang.io/duration": str(seconds),
-        "sim.airflow-gang.io/exit-code": str(exit_code),
-        "sim.airflow-gang.io/log": log,
-    }}}
 """
+    + WORK_FUNCTION
+)
 
 
 def vcjob_sweep_dag(dag_id: str, admission_timeout: float, min_available: int | None) -> str:
