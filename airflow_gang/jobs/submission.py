@@ -31,7 +31,7 @@ from airflow_gang.hooks.gang import GangJobHook
 from airflow_gang.jobs.cleanup import delete_gang
 from airflow_gang.jobs.creation import is_ours, job_create_refused, submit
 from airflow_gang.jobs.recipe import JobRecipe, recipe_of
-from airflow_gang.kinds import DEFAULT_JOB_KIND, JobKind, job_kind_of_object
+from airflow_gang.kinds import DEFAULT_JOB_KIND, JobKind, job_kind_describing, job_kind_of_object
 from airflow_gang.kinds.pytorchjob.spec import GangJobSpec
 from airflow_gang.model.gang_state import finished_state, owned_by
 from airflow_gang.model.naming import TRY_NUMBER_LABEL, identity_selector
@@ -255,7 +255,7 @@ def sweep_orphan_podgroups(
 def _has_live_owner(hook: GangJobHook, podgroup: JsonDict) -> bool:
     metadata = podgroup["metadata"]
     for reference in metadata.get("ownerReferences") or []:
-        owner_kind = job_kind_of_object(reference, default=None)
+        owner_kind = job_kind_describing(reference)
         if owner_kind is None:
             return True  # someone else's arrangement: not ours to judge
         owner = hook.get_job(owner_kind, reference.get("name", ""), metadata["namespace"])
@@ -271,7 +271,7 @@ def ensure_podgroup_owner(hook: GangJobHook, job: JsonDict, logger: logging.Logg
     or an earlier version of the provider owned it with ``controller: false`` (which a
     gang-enabled training-operator never wakes the job for: `kinds.owner_reference_patch`)."""
     name, namespace = job["metadata"]["name"], job["metadata"]["namespace"]
-    job_kind = job_kind_of_object(job) or DEFAULT_JOB_KIND
+    job_kind = job_kind_of_object(job)
     podgroup_name = job_kind.podgroup_name(name, job["metadata"].get("uid"))
     podgroup = hook.get_podgroup(podgroup_name, namespace)
     if podgroup is None:

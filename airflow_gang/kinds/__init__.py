@@ -28,6 +28,7 @@ __all__ = [
     "VCJOB",
     "ChildResource",
     "JobKind",
+    "job_kind_describing",
     "job_kind_named",
     "job_kind_of_object",
     "job_kind_watched_as",
@@ -56,11 +57,16 @@ def job_kind_watched_as(watch_name: str) -> JobKind | None:
     return next((job_kind for job_kind in JOB_KINDS.values() if job_kind.watch_name == watch_name), None)
 
 
-def job_kind_of_object(obj: JsonDict, default: JobKind | None = DEFAULT_JOB_KIND) -> JobKind | None:
+def job_kind_describing(obj: JsonDict) -> JobKind | None:
     """The `JobKind` of a job object or an ownerReference, by its ``apiVersion`` and ``kind``
     (Volcano's ``Job`` is told from batch/v1's by its group); an object naming only the
-    provider's name for a kind (a record) by that; else ``default``."""
+    provider's name for a kind (a record) by that; else None (not a kind of ours)."""
     for job_kind in JOB_KINDS.values():
         if job_kind.describes(obj):
             return job_kind
-    return JOB_KINDS.get(str(obj.get("kind")), default)
+    return JOB_KINDS.get(str(obj.get("kind")))
+
+
+def job_kind_of_object(obj: JsonDict) -> JobKind:
+    """`job_kind_describing`, else `DEFAULT_JOB_KIND` (objects written before there were kinds)."""
+    return job_kind_describing(obj) or DEFAULT_JOB_KIND

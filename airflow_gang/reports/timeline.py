@@ -35,10 +35,6 @@ def parse_time(value: Any) -> dt.datetime | None:
     return dt.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
 
 
-def _kind_of(job: JsonDict) -> JobKind:
-    return job_kind_of_object(job) or DEFAULT_JOB_KIND
-
-
 @dataclass(frozen=True)
 class JobTimeline:
     """One job's moments; None where it has not happened (or cannot be known any more)."""
@@ -149,13 +145,13 @@ def gang_admitted_at(
             moment = parse_time(condition.get("lastTransitionTime"))
             if moment is not None:
                 return moment
-    return parse_time(_kind_of(job).state_time(job, "Running"))
+    return parse_time(job_kind_of_object(job).state_time(job, "Running"))
 
 
-def finished_at(job: JsonDict, job_kind: JobKind | None = None) -> dt.datetime | None:
+def finished_at(job: JsonDict) -> dt.datetime | None:
     """``completionTime``, else when the job's status says it succeeded or failed (a TrainJob's
     ``Complete``/``Failed`` condition, a Volcano Job's phase: neither has a ``completionTime``)."""
-    job_kind = job_kind or _kind_of(job)
+    job_kind = job_kind_of_object(job)
     status = job.get("status") or {}
     return (
         parse_time(status.get("completionTime"))

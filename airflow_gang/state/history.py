@@ -18,7 +18,7 @@ import datetime as dt
 from collections.abc import Mapping
 from typing import Any
 
-from airflow_gang.kinds import DEFAULT_JOB_KIND, JobKind, job_kind_of_object
+from airflow_gang.kinds import JobKind, job_kind_of_object
 from airflow_gang.reports.timeline import parse_time
 
 JsonDict = dict[str, Any]
@@ -64,7 +64,7 @@ def queue_of(job: JsonDict) -> str | None:
 
 def job_kind_of(job: JsonDict) -> JobKind:
     """The `JobKind` of a job object (PyTorchJob when it does not say)."""
-    return job_kind_of_object(job) or DEFAULT_JOB_KIND
+    return job_kind_of_object(job)
 
 
 def started(

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from airflow_gang.kinds import DEFAULT_JOB_KIND, job_kind_of_object
+from airflow_gang.kinds import job_kind_of_object
 from airflow_gang.state import task_store
 from airflow_gang.state.reaper import STATE_STORE_JOB_KEY
 from airflow_gang.state.task_store import read, record_disruptions, record_end, record_outcome, record_start
@@ -57,7 +57,7 @@ def remember_job(
     ``delete_on_finish``: for the reaper, when the task ends from outside after the job)."""
     metadata = job["metadata"]
     entry: JsonDict = {
-        "kind": (job_kind_of_object(job) or DEFAULT_JOB_KIND).kind,
+        "kind": job_kind_of_object(job).kind,
         "name": metadata["name"],
         "namespace": metadata["namespace"],
         "uid": metadata["uid"],

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from airflow_gang.kinds import PYTORCHJOB, VCJOB, job_kind_named, job_kind_of_object
+from airflow_gang.kinds import PYTORCHJOB, VCJOB, job_kind_describing, job_kind_named, job_kind_of_object
 from airflow_gang.kinds.vcjob.spec import VolcanoJobSpec
 from airflow_gang.model.gang_state import GangPhase, gang_status
 from airflow_gang.reports.timeline import FAILED, SUCCEEDED, finished_at, job_timeline
@@ -144,7 +144,7 @@ def test_the_kind_of_an_object_or_a_record() -> None:
     assert job_kind_of_object(VCJOB_OWNER) is VCJOB
     assert job_kind_of_object({"kind": "VolcanoJob", "name": "train"}) is VCJOB  # a record
     assert job_kind_of_object(BATCH_JOB) is not VCJOB
-    assert job_kind_of_object(BATCH_JOB, default=None) is None
+    assert job_kind_describing(BATCH_JOB) is None
     assert job_kind_named("VolcanoJob") is VCJOB
     assert VCJOB.pod_selector("train") == "volcano.sh/job-name=train"
 
@@ -378,7 +378,7 @@ def test_the_timeline_of_a_completed_volcano_job_reads_its_conditions() -> None:
     assert timeline.finished_at == dt.datetime(2026, 3, 1, 8, 5, tzinfo=dt.UTC)
     assert timeline.queue_wait == 14.0
     assert finished_at(job) == dt.datetime(2026, 3, 1, 8, 5, tzinfo=dt.UTC)
-    assert finished_at(job, VCJOB) == timeline.finished_at
+    assert finished_at(job) == timeline.finished_at
 
 
 def test_the_timeline_of_a_failed_volcano_job_after_a_restart() -> None:
