@@ -9,7 +9,7 @@ comma := ,
 INSTALLED := $(VENV)/.installed-$(subst $(comma),-,$(EXTRAS))
 export AIRFLOW_HOME ?= $(CURDIR)/.airflow
 
-.PHONY: install services test test-fast test-slow lint demo demo-train airflow bench screenshots clean
+.PHONY: install services test test-fast test-slow lint docs dist demo demo-train airflow bench screenshots clean
 
 # setuptools >= 77 reads the PEP 639 license strings of our pyproject files; a venv's bundled one
 # (65 on Python 3.11) cannot, and the wheel test builds without isolation.
@@ -34,6 +34,16 @@ lint: $(INSTALLED)
 	$(BIN)/ruff check airflow_gang sim stack tests dags examples $(wildcard benchmarks scripts)
 	$(BIN)/mypy airflow_gang sim/gang_sim stack/gang_stack
 	$(BIN)/lint-imports
+
+# The documentation site (mkdocs-material + mkdocstrings) into site/; --strict: a broken link or
+# reference, or any other warning, fails the build. Open site/index.html, or `$(BIN)/mkdocs serve`.
+docs: $(INSTALLED)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
+# Wheels and sdists of the three distributions (the provider, sim/, stack/) into dist/, checked
+# with `twine check`.
+dist: $(INSTALLED)
+	$(BIN)/python scripts/build_dist.py
 
 # Everything CI runs: lint, then every test but the `slow` ones, in two lanes (pytest-xdist, -n 2):
 # the tests that wait on real Airflow processes beside all the others (tests/conftest.py).
@@ -78,4 +88,4 @@ bench: $(INSTALLED)
 	@for script in $(BENCHMARKS); do echo "== $$script"; $(BIN)/python $$script || exit 1; done
 
 clean:
-	rm -rf $(VENV) .airflow .airflow-local .demo .pytest_cache .mypy_cache .ruff_cache .hypothesis *.egg-info sim/*.egg-info stack/*.egg-info
+	rm -rf $(VENV) site dist .airflow .airflow-local .demo .pytest_cache .mypy_cache .ruff_cache .hypothesis *.egg-info sim/*.egg-info stack/*.egg-info
