@@ -75,11 +75,14 @@ demo-train: | $(BIN)/python
 airflow: $(INSTALLED)
 	$(BIN)/airflow-gang airflow --home .airflow-local --dags dags $(ARGS)
 
-# The Gang jobs page's screenshots in docs/screenshots: the jobs page and a job's page, light and
-# dark (gang-jobs-light.png, gang-jobs-dark.png, gang-job-light.png, gang-job-dark.png), taken by
-# the browser tests (headless Chromium) on the embedded cluster's jobs in every phase.
+# The Gang jobs page's screenshots in docs/screenshots, taken by the browser tests (headless
+# Chromium) on the embedded cluster: the jobs page and a job's page, light and dark, with jobs in
+# every phase (test_browser.py); the jobs after cleanup, a job's page after its admission timeout
+# and a job stuck without gang scheduling (test_history.py, run whole: the stuck job is made by
+# the test before the one that shows it). tests/docs/test_screenshots.py checks the list.
 screenshots: $(INSTALLED)
 	GANG_SCREENSHOTS_DIR=docs/screenshots $(BIN)/pytest tests/plugins/test_browser.py -k screenshots -q
+	GANG_SCREENSHOTS_DIR=docs/screenshots $(BIN)/pytest tests/plugins/test_history.py -q
 
 BENCHMARKS := $(wildcard benchmarks/bench_*.py)
 

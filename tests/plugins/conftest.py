@@ -301,6 +301,21 @@ def browser(chromium: None, tmp_path: Path) -> Iterator[Any]:
         driver.quit()
 
 
+# The docs' screenshots (docs/screenshots, ``make screenshots``): a browser test saves one with
+# docs_screenshot(browser, tmp_path, "<name>.png"), the name written out in the call, so
+# tests/docs/test_screenshots.py can read which files the browser tests write.
+SCREENSHOTS_DIR = "GANG_SCREENSHOTS_DIR"
+
+
+def docs_screenshot(browser: Any, tmp_path: Path, name: str) -> Path:
+    """Save a screenshot of the docs: to $GANG_SCREENSHOTS_DIR when set, else the test's tmp dir."""
+    folder = Path(os.environ[SCREENSHOTS_DIR]) if os.environ.get(SCREENSHOTS_DIR) else tmp_path
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    assert browser.save_screenshot(str(path)), path
+    return path
+
+
 def wait_for(driver: Any, condition: Any, message: str = "") -> Any:
     """Wait for ``condition``; elements replaced by a refresh meanwhile just mean "not yet"."""
     from selenium.common.exceptions import StaleElementReferenceException

@@ -1,8 +1,8 @@
 """The page in a real browser: headless Chromium (Debian's ``chromium`` and ``chromium-driver``,
 driven by selenium) against the plugin app served by uvicorn, reading the embedded cluster with
 jobs in every phase (conftest.py). Screenshots go to the test's tmp dir; the four of the docs
-(the jobs page and a job's page, light and dark) go to ``$GANG_SCREENSHOTS_DIR`` when it is set
-(``make screenshots``: docs/screenshots).
+(the jobs page and a job's page, light and dark; test_history.py writes three more) go to
+``$GANG_SCREENSHOTS_DIR`` when it is set (``make screenshots``: docs/screenshots).
 
 Light and dark: the page follows Airflow's theme when Airflow's UI frames it (a same-origin
 parent whose root says ``color-scheme: dark`` / class ``dark``, as Airflow 3's UI marks it),
@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -37,6 +36,7 @@ from tests.plugins.conftest import (
     OTHER_NAMESPACE,
     Scenario,
     css,
+    docs_screenshot,
     free_port,
     script_errors,
     served,
@@ -44,7 +44,6 @@ from tests.plugins.conftest import (
 )
 from tests.support.pages import EXPECTED_STATES, ti_url
 
-SCREENSHOTS_DIR = "GANG_SCREENSHOTS_DIR"
 # Airflow 3's UI frames an external view (url_route) in an iframe sandboxed like this.
 AIRFLOW_SANDBOX = "allow-scripts allow-same-origin allow-forms"
 # Where Airflow's [core] default_timezone is Europe/Paris (a second app, below).
@@ -87,15 +86,6 @@ def base_url(scenario: Scenario) -> Iterator[str]:
 
 
 # -- screenshots and colours ---------------------------------------------------------------------
-
-
-def docs_screenshot(browser: Any, tmp_path: Path, name: str) -> Path:
-    """Save a screenshot of the docs: to $GANG_SCREENSHOTS_DIR when set, else the test's tmp dir."""
-    folder = Path(os.environ[SCREENSHOTS_DIR]) if os.environ.get(SCREENSHOTS_DIR) else tmp_path
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / name
-    assert browser.save_screenshot(str(path)), path
-    return path
 
 
 def prefer_color_scheme(browser: Any, scheme: str) -> None:

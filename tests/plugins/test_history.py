@@ -28,7 +28,15 @@ from airflow_gang.model.naming import job_name
 from airflow_gang.plugins.app import create_app
 from airflow_gang.plugins.settings import UiSettings
 from gang_sim.cluster import SimCluster
-from tests.plugins.conftest import cluster_behind, css, script_errors, served, wait_for, write_scenario_dag
+from tests.plugins.conftest import (
+    cluster_behind,
+    css,
+    docs_screenshot,
+    script_errors,
+    served,
+    wait_for,
+    write_scenario_dag,
+)
 from tests.support.submission import gang_spec, submit
 from tests.waiting import eventually
 
@@ -281,7 +289,7 @@ def test_in_a_browser_deleted_jobs_stay_listed_in_airflows_timezone(
     assert css(browser, "#page-range")[0].text == "1\u20134 of 4"
     assert len(css(browser, "svg.timeline-svg rect.bar-admission_timeout")) == 2
     assert not css(browser, "#banner")[0].is_displayed()
-    browser.save_screenshot(str(tmp_path / "history-jobs.png"))
+    docs_screenshot(browser, tmp_path, "gang-jobs-after-cleanup.png")
     assert script_errors(browser) == []
 
 
@@ -295,7 +303,10 @@ def test_in_a_browser_the_gang_job_link_of_a_deleted_job_opens_its_record(
         assert not css(browser, "#banner")[0].is_displayed()
         assert not css(browser, "#section-pods")[0].is_displayed()
         assert css(browser, "#job-airflow a.ti-link")
-        browser.save_screenshot(str(tmp_path / f"history-{key.replace('#', '-')}.png"))
+        if key == "starved#1":  # the page the "Gang job" link opens after an admission timeout
+            docs_screenshot(browser, tmp_path, "gang-job-admission-timeout.png")
+        else:
+            browser.save_screenshot(str(tmp_path / f"history-{key}.png"))
         assert script_errors(browser) == []
     browser.get(f"{page_url}/jobs/{NAMESPACE}/{ran.jobs['done']}")
     wait_for(browser, lambda d: "HISTORY-MARKER" in css(d, "#job-log")[0].text, "the master's log tail")
@@ -407,6 +418,13 @@ def test_in_a_browser_the_stuck_job_is_shown_stuck(
     assert not css(browser, "svg.timeline-svg rect.bar-running")
     browser.save_screenshot(str(tmp_path / "stuck.png"))
     assert script_errors(browser) == []
+
+    # Unfiltered, the stuck job beside the job that holds the fourth GPU and the deleted jobs.
+    browser.get(f"{page_url}/?all=true&refresh=30")
+    wait_for(browser, lambda d: css(d, '#jobs-table tbody tr[data-state="stuck"]'), "the stuck row")
+    wait_for(browser, lambda d: css(d, "svg.timeline-svg rect.bar-stuck"), "the stuck bar")
+    css(browser, "#pause")[0].click()
+    docs_screenshot(browser, tmp_path, "gang-jobs-no-gang-stuck.png")
 
 
 # -- actions: delete, suspend, resume (the open app lets anyone; Airflow's refusal is tested
