@@ -4,6 +4,6 @@ from __future__ import annotations
 
 from airflow_gang import moved
 
-__version__ = "0.1.0"
+__version__ = "1.0.0"
 
 moved.install()

@@ -8,21 +8,25 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow_gang import __version__
 from airflow_gang.kinds import JOB_KINDS
+
+# Every released version, newest first (the "versions" of Airflow's provider.yaml schema): a release
+# adds its own at the front, and tests/unit/test_cli_and_provider.py checks that the first is the
+# package's __version__.
+RELEASED_VERSIONS = ["1.0.0"]
 
 
 def get_provider_info() -> dict[str, Any]:
     return {
         "package-name": "airflow-gang",
-        "name": "Gang-scheduled PyTorchJobs (Volcano)",
+        "name": "Gang-scheduled training jobs (Volcano)",
         "description": (
             "Submit Kubeflow PyTorchJobs, Trainer v2 TrainJobs and Volcano Jobs gang-scheduled by Volcano "
             "PodGroups, "
             "wait until the whole gang is admitted by its queue, wait for training to finish, and retry "
             "cleanly when a job waits in the queue too long."
         ),
-        "versions": [__version__],
+        "versions": list(RELEASED_VERSIONS),
         "integrations": [
             {
                 "integration-name": "Volcano gang scheduling",
@@ -45,8 +49,10 @@ def get_provider_info() -> dict[str, Any]:
                 "tags": ["software"],
             },
         ],
+        # The hook, the sensors' module and the trigger serve every job kind: they are listed under
+        # the gang scheduling they wait for; each operator module under its kind.
         "hooks": [
-            {"integration-name": "Kubeflow PyTorchJob", "python-modules": ["airflow_gang.hooks.gang"]},
+            {"integration-name": "Volcano gang scheduling", "python-modules": ["airflow_gang.hooks.gang"]},
         ],
         "operators": [
             {
@@ -60,10 +66,10 @@ def get_provider_info() -> dict[str, Any]:
             {"integration-name": "Volcano Job", "python-modules": ["airflow_gang.operators.volcano_job"]},
         ],
         "sensors": [
-            {"integration-name": "Kubeflow PyTorchJob", "python-modules": ["airflow_gang.sensors.gang"]},
+            {"integration-name": "Volcano gang scheduling", "python-modules": ["airflow_gang.sensors.gang"]},
         ],
         "triggers": [
-            {"integration-name": "Kubeflow PyTorchJob", "python-modules": ["airflow_gang.triggers.gang"]},
+            {"integration-name": "Volcano gang scheduling", "python-modules": ["airflow_gang.triggers.gang"]},
         ],
         "task-decorators": [
             {"name": job_kind.task_decorator, "class-name": job_kind.decorator_class}
@@ -81,6 +87,9 @@ def get_provider_info() -> dict[str, Any]:
         # so a second entry would take the type (and its connection form) away from cncf.kubernetes
         # and log a warning at every start.
         "connection-types": [],
+        # Each option's version_added is the release that first brought it. 1.0.0 is the first
+        # release: the options written before it, under 0.x numbers that were never published, were
+        # first installable in 1.0.0, so all of them say 1.0.0; an option added later says its release.
         "config": {
             "gang": {
                 "description": "Defaults and UI settings of the airflow-gang provider.",
@@ -91,7 +100,7 @@ def get_provider_info() -> dict[str, Any]:
                             "and GangAdmissionTimeout is raised, when the operator is given no "
                             "admission_timeout. Empty means wait forever."
                         ),
-                        "version_added": "0.1.0",
+                        "version_added": "1.0.0",
                         "type": "integer",
                         "example": "1800",
                         "default": "1800",
@@ -103,7 +112,7 @@ def get_provider_info() -> dict[str, Any]:
                             "<run_id>[/<map_index>], the same for every try, passed to every replica "
                             "as GANG_CHECKPOINT_DIR. Empty gives none."
                         ),
-                        "version_added": "0.1.0",
+                        "version_added": "1.0.0",
                         "type": "string",
                         "example": "s3://ml-checkpoints/airflow",
                         "default": "",
@@ -117,7 +126,7 @@ def get_provider_info() -> dict[str, Any]:
                             "triggerer's event loop 0.2 to 1 s. A frozen object that later becomes "
                             "cyclic garbage is never freed."
                         ),
-                        "version_added": "0.2.0",
+                        "version_added": "1.0.0",
                         "type": "boolean",
                         "example": "True",
                         "default": "True",
@@ -132,7 +141,7 @@ def get_provider_info() -> dict[str, Any]:
                             "kwargs as plain JSON, so the credentials become readable in the metadata "
                             "database."
                         ),
-                        "version_added": "0.2.0",
+                        "version_added": "1.0.0",
                         "type": "boolean",
                         "example": "False",
                         "default": "False",
@@ -145,7 +154,7 @@ def get_provider_info() -> dict[str, Any]:
                             "(apache/airflow#72716, #71580); a trigger firing seconds after the deferral "
                             "hits that window. 0 turns the hold off (safe with dag.test())."
                         ),
-                        "version_added": "0.2.0",
+                        "version_added": "1.0.0",
                         "type": "float",
                         "example": "10",
                         "default": "10",
@@ -157,7 +166,7 @@ def get_provider_info() -> dict[str, Any]:
                             "removed, so that no try will ever wait for them (a task failed from outside: "
                             "a zombie, a killed worker, a scheduler race). 0 turns the reaper off."
                         ),
-                        "version_added": "0.2.0",
+                        "version_added": "1.0.0",
                         "type": "float",
                         "example": "30",
                         "default": "30",
@@ -166,7 +175,7 @@ def get_provider_info() -> dict[str, Any]:
                         "description": (
                             "URL of the 'Gang job' extra link. Placeholders: {namespace}, {name}, {base_url}."
                         ),
-                        "version_added": "0.1.0",
+                        "version_added": "1.0.0",
                         "type": "string",
                         "example": "{base_url}/gang/jobs/{namespace}/{name}",
                         "default": "{base_url}/gang/jobs/{namespace}/{name}",
@@ -177,7 +186,7 @@ def get_provider_info() -> dict[str, Any]:
                             "page in the Airflow UI reads the cluster with. It only reads: list PyTorchJobs, "
                             "PodGroups, pods and events, get and list Volcano queues."
                         ),
-                        "version_added": "0.1.0",
+                        "version_added": "1.0.0",
                         "type": "string",
                         "example": "kubernetes_default",
                         "default": "kubernetes_default",
@@ -187,7 +196,7 @@ def get_provider_info() -> dict[str, Any]:
                             "Comma-separated namespaces whose gang jobs the 'Gang jobs' page shows. Empty "
                             "means the namespace of the ui_kubernetes_conn_id connection, else 'default'."
                         ),
-                        "version_added": "0.1.0",
+                        "version_added": "1.0.0",
                         "type": "string",
                         "example": "ml-team,research",
                         "default": "",
@@ -198,7 +207,7 @@ def get_provider_info() -> dict[str, Any]:
                             "Gang jobs page, which says to set this option. "
                             "Placeholders: {namespace}, {name}."
                         ),
-                        "version_added": "0.1.0",
+                        "version_added": "1.0.0",
                         "type": "string",
                         "example": "https://dashboard.example.com/#/customresourcedefinition/"
                         "pytorchjobs.kubeflow.org/{namespace}/{name}",

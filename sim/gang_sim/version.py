@@ -1,3 +1,3 @@
 """The simulator's version (its own module: the controllers read it without importing the cluster)."""
 
-__version__ = "0.1.0"
+__version__ = "1.0.0"

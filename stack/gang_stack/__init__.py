@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from gang_stack.errors import StackError
     from gang_stack.stack import AirflowStack
 
-__version__ = "0.1.0"
+__version__ = "1.0.0"
 __all__ = ["AirflowClient", "AirflowStack", "StackError", "__version__"]
 _MODULES = {"AirflowClient": "client", "AirflowStack": "stack", "StackError": "errors"}
 

@@ -69,6 +69,28 @@ def test_provider_info_matches_airflows_schema() -> None:
     }
 
 
+def test_provider_info_matches_the_stricter_provider_yaml_schema() -> None:
+    """Airflow's own providers are checked against provider.yaml.schema.json (integration tags from
+    a fixed list, no unknown keys); ours passes too, but for the two fields only Apache's release
+    tooling writes (its state and a reproducible-build date)."""
+    import jsonschema
+
+    schema_path = Path(__import__("airflow").__file__).parent / "provider.yaml.schema.json"
+    schema = json.loads(schema_path.read_text())
+    assert {"state", "source-date-epoch"} <= set(schema["required"])
+    schema["required"] = [key for key in schema["required"] if key not in {"state", "source-date-epoch"}]
+    jsonschema.validate(get_provider_info(), schema)
+
+
+def test_provider_info_versions_are_the_releases_and_every_option_says_one() -> None:
+    info = get_provider_info()
+    versions = info["versions"]
+    assert versions[0] == __version__  # newest first: this release
+    assert versions == sorted(versions, key=lambda v: tuple(int(part) for part in v.split(".")), reverse=True)
+    added = {name: option["version_added"] for name, option in info["config"]["gang"]["options"].items()}
+    assert {name: version for name, version in added.items() if version not in versions} == {}
+
+
 def test_airflow_providers_list_shows_the_provider() -> None:
     result = _run(str(BIN / "airflow"), "providers", "list", "--output", "json")
     assert result.returncode == 0, result.stderr
@@ -86,6 +108,6 @@ def test_airflow_providers_triggers_lists_the_gang_trigger() -> None:
         {
             "package_name": "airflow-gang",
             "class": "airflow_gang.triggers.gang",
-            "integration_name": "Kubeflow PyTorchJob",
+            "integration_name": "Volcano gang scheduling",
         }
     ]
