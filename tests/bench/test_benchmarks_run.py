@@ -1,8 +1,8 @@
 """Every benchmark's quick mode runs to its table: a smoke test, so none can rot unseen.
 
-The figures are not judged here (these machines are shared and noisy; benchmarks/ and the
-benchmarks page (docs/benchmarks.md) quotes measured runs): a crash, a hang or a missing table fails. A benchmark that printed
-its table and then exits 1 for a missed target (the chaos benchmark) is reported as a warning in
+The figures are not judged here (these machines are shared and noisy; benchmarks/ and
+docs/benchmarks.md quote measured runs): a crash, a hang or a missing table fails. A benchmark
+that printed its table and then exits 1 for a missed target (the chaos benchmark) is reported as a warning in
 the test summary, not failed: the slow tests that judge those targets are `make test-slow`'s.
 Every benchmark runs here, the three that start a real Airflow included (their quick modes are
 sized for it). The triggerer benchmark's run also writes its JSON, which must hold its loop
