@@ -1,7 +1,7 @@
-"""deploy/README.md stays true to the code: its YAML and connection strings are valid, it names
-every gang mode and every Airflow Variable the example DAGs read, and its Kubeflow Trainer v2
-material (the runtime patch, the TrainingRuntime, the job name limits) is what the provider and
-the upstream CRDs accept."""
+"""The real-cluster guide (docs/guides/real-cluster.md) stays true to the code: its YAML and
+connection strings are valid, it names every gang mode and every Airflow Variable the example DAGs
+read, and its Kubeflow Trainer v2 material (the runtime patch, the TrainingRuntime, the job name
+limits) is what the provider and the upstream CRDs accept."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ from gang_sim.trainer_runtimes import torch_runtime
 from tests.support.crd_schemas import crd_schema, pruned_fields
 
 REPO = Path(__file__).resolve().parents[2]
-GUIDE = REPO / "deploy" / "README.md"
+GUIDE = REPO / "docs" / "guides" / "real-cluster.md"
 CODE_BLOCK = re.compile(r"```(\w*)\n(.*?)```", re.DOTALL)
 CONNECTION = re.compile(r"AIRFLOW_CONN_KUBERNETES_DEFAULT='([^']+)'")
 DAG_VARIABLE = re.compile(r"""setting\(\s*["'](\w+)["']""")
@@ -123,7 +123,7 @@ def test_the_guide_documents_every_variable_the_example_dags_read() -> None:
     names = {name for path in dag_files for name in DAG_VARIABLE.findall(path.read_text(encoding="utf-8"))}
     assert names, "the example DAGs read no gang_* settings"
     for name in sorted(names):
-        assert f"gang_{name}" in guide(), f"deploy/README.md does not mention the Variable gang_{name}"
+        assert f"gang_{name}" in guide(), f"the guide does not mention the Variable gang_{name}"
 
 
 def test_the_runtime_patch_in_the_guide_turns_the_plain_runtime_into_the_gang_one() -> None:

@@ -5,7 +5,7 @@ and a dag-processor, against an embedded 2 x 2-GPU cluster. A package of its own
 share the 2 cores.
 
 Two of Airflow's production settings are shorter here, so a lost component is noticed in
-seconds rather than minutes (both are documented in deploy/README.md):
+seconds rather than minutes (both are documented in docs/guides/real-cluster.md):
 
 - ``[scheduler] task_instance_heartbeat_timeout`` 30 s (default 300): a task whose worker died
   is failed (or retried) once its heartbeat is this old;

@@ -39,6 +39,6 @@ def runtime_gang_mode(runtime: JsonDict) -> str:
     raise GangSpecError(
         f"runtime={name!r} gang-schedules with {', '.join(sorted(policy))}, not Volcano: this provider waits "
         "for Volcano PodGroups; use a runtime with podGroupPolicy.volcano (e.g. torch-distributed as "
-        "deploy/README.md installs it)",
+        "docs/guides/real-cluster.md installs it)",
         field="runtime",
     )
