@@ -4,7 +4,7 @@ Submits N PyTorchJobs of R replicas (1 GPU each, a short script duration) in "pr
 mode — a PodGroup, then the PyTorchJob — all at once, as a sweep would, on a pool that runs
 many of them side by side, and measures from the API what a user sees:
 
-- **admitted**: every replica of the job has a node (DOMAIN.md §9: the gang is admitted);
+- **admitted**: every replica of the job has a node (the gang is admitted);
 - **pods bound**: each pod's first ``spec.nodeName``;
 - **completed**: the PyTorchJob's ``Succeeded`` condition;
 - **admission latency**: PodGroup ADDED → all replicas bound (queueing included: every job is

@@ -2,7 +2,8 @@
 
 Pure: wire-form dicts in (nodes, pods, Volcano Queues, PodGroups, PriorityClasses, as the API
 returns them), typed results out, no I/O. The "Gang jobs" page shows them so that a user can tell
-why a gang waits and how many gangs Volcano will consider before it (DOMAIN.md §1, §10).
+why a gang waits and how many gangs Volcano will consider before it (Volcano's enqueue checks
+and order: ``docs/architecture.md#volcano-session``).
 """
 
 from __future__ import annotations
@@ -259,7 +260,7 @@ def _queue_of(podgroup: JsonDict) -> str:
 
 
 def _is_waiting(podgroup: JsonDict, members: list[JsonDict]) -> bool:
-    """Not past the enqueue gate, or past it without ``minMember`` pods bound (DESIGN §3 step 4)."""
+    """Not past the enqueue gate, or past it without ``minMember`` pods bound (as in `gang_status`)."""
     phase = (podgroup.get("status") or {}).get("phase") or ""
     bound = sum(1 for pod in members if (pod.get("spec") or {}).get("nodeName"))
     return phase in WAITING_PHASES and bound < int((podgroup.get("spec") or {}).get("minMember") or 0)

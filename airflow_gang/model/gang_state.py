@@ -5,7 +5,7 @@ so they can never disagree about what "admitted" or "failed" means:
 
 - admitted = PodGroup phase ``Running`` or ``Completed``; or ``Inqueue``/``Unknown`` with at
   least ``minMember`` of its pods bound to nodes (Volcano binds a session before it writes
-  ``Running``, DOMAIN.md §10); or the job already has a ``Running``, ``Succeeded`` or ``Failed``
+  ``Running``, see below); or the job already has a ``Running``, ``Succeeded`` or ``Failed``
   condition. With gang scheduling disabled: every replica pod bound (the operator's ``Running``
   only means the Master runs, which is exactly the deadlocked state). The same holds for a job
   of ``gang_scheduling="training-operator"`` that has pods but no PodGroup: a training-operator
@@ -15,7 +15,8 @@ so they can never disagree about what "admitted" or "failed" means:
 - finished = the job's last true condition is ``Succeeded`` or ``Failed``.
 
 Decisions use phases and bound pods, never the mere presence of a PodGroup condition (a stale
-``Unschedulable=True`` can sit next to phase ``Running``).
+``Unschedulable=True`` can sit next to phase ``Running``). The Volcano behaviour behind these
+rules: ``docs/architecture.md#volcano-session`` and ``#volcano-messages``.
 """
 
 from __future__ import annotations

@@ -35,7 +35,7 @@ DAG_VARIABLE = re.compile(r"""setting\(\s*["'](\w+)["']""")
 # The cncf.kubernetes connection extras KubernetesHook reads.
 KUBERNETES_EXTRAS = {"in_cluster", "kube_config_path", "kube_config", "namespace", "cluster_context"}
 RBAC_FILE = REPO / "deploy" / "rbac.yaml"
-# Upstream Trainer v2.3.0 CRDs and runtime, beside the team checkout only (see its README.txt).
+# Upstream Trainer v2.3.0 CRDs and runtime, beside the team checkout only.
 TRAINER_CRDS = REPO.parent / "shared" / "crds-trainer-v2"
 RUNTIME_PATCH = re.compile(
     rf"kubectl patch clustertrainingruntime {DEFAULT_RUNTIME} --type=json -p '([^']+)'", re.DOTALL

@@ -2,10 +2,10 @@
 
 Everything goes through the official ``kubernetes`` client over HTTP, the way a user (or the
 provider) sees the cluster: PodGroup ``status`` (phase, conditions), Events on the PodGroup,
-Queue ``status``, and the nodes pods are bound to. The facts asserted are those of DOMAIN.md
-§1, §2 and §10 (what a real vc-scheduler does): queue capability, closed queues, overcommit
-admission of a group that then cannot bind, priority order within a queue, and binding one
-session before the phase says ``Running``.
+Queue ``status``, and the nodes pods are bound to. The facts asserted are those of
+``docs/architecture.md#domain-facts`` (what a real vc-scheduler does): queue capability, closed
+queues, overcommit admission of a group that then cannot bind, priority order within a queue,
+and binding one session before the phase says ``Running``.
 
 Jobs are PyTorchJobs built by `GangJobSpec` in "provider" mode: we create the PodGroup, the
 training-operator creates the pods with ``schedulerName: volcano`` right away, Volcano gates
@@ -338,7 +338,7 @@ def test_closed_queue_rejects_new_podgroups_and_admits_none_of_its_waiting_ones(
 # Overcommit: admitted but not bindable
 # --------------------------------------------------------------------------------------------
 
-SMALL_NODE = "sim-node-small"  # sorts after sim-node-1, so first-fit places 3 + 1 like DOMAIN §10
+SMALL_NODE = "sim-node-small"  # sorts after sim-node-1, so first-fit places 3 + 1 as on the real cluster
 
 
 def add_node(api: Api, name: str, gpus: int) -> None:
@@ -373,8 +373,9 @@ def add_node(api: Api, name: str, gpus: int) -> None:
 
 @pytest.fixture
 def overcommitted(api_factory: Any) -> Iterator[Api]:
-    """DOMAIN §10 "Admitted but not bindable": 3 + 2 GPUs, a 4-GPU job in ``default`` placed
-    3 + 1, then a 2 x 1-GPU job in ``team-b``: admitted (5 x 1.2 - 4 = 2) but only 1 GPU is free.
+    """Admitted but not bindable (``docs/architecture.md#volcano-messages``): 3 + 2 GPUs, a 4-GPU
+    job in ``default`` placed 3 + 1, then a 2 x 1-GPU job in ``team-b``: admitted
+    (5 x 1.2 - 4 = 2) but only 1 GPU is free.
     """
     # A node registered by hand has no kubelet to renew its Lease: the real grace period (40 s)
     # keeps the node lifecycle controller from marking it Unknown (and evicting "big") meanwhile.
@@ -431,7 +432,7 @@ def test_overcommit_admits_an_extra_group_that_then_cannot_bind(overcommitted: A
 
 
 def test_the_schedulable_pod_of_an_unbindable_gang_says_where_it_could_go(overcommitted: Api) -> None:
-    """DOMAIN §10: the pod that fits reads "can possibly be assigned to <node>"."""
+    """As on a real vc-scheduler: the pod that fits reads "can possibly be assigned to <node>"."""
     api = overcommitted
     expected = (
         f"Pod {NAMESPACE}/team-b-job-master-0 can possibly be assigned to {SMALL_NODE}, "
@@ -443,7 +444,7 @@ def test_the_schedulable_pod_of_an_unbindable_gang_says_where_it_could_go(overco
 
 
 def test_events_show_the_binding_and_why_a_gang_waits_as_kubectl_describe_would(overcommitted: Api) -> None:
-    """DOMAIN §10 wording: Scheduled per bound pod, the binding session's misleading warning on
+    """vc-scheduler's wording: Scheduled per bound pod, the binding session's misleading warning on
     the PodGroup, and FailedScheduling with the gang's fit error on each pod left pending."""
     api = overcommitted
     for pod, node in all_bound(api, "big", 4).items():
@@ -527,7 +528,7 @@ class Observation:
 
 
 def test_pods_are_bound_while_the_group_is_still_inqueue(api_factory: Any) -> None:
-    """DOMAIN §10: pods get their node in the session that enqueues the group; Running comes one
+    """Real Volcano: pods get their node in the session that enqueues the group; Running comes one
     session later. Reading pods, then the group, then pods again orders what we see: bound pods
     before an ``Inqueue`` read were bound while the group was ``Inqueue`` (phases only advance).
     """
@@ -584,7 +585,7 @@ def test_a_completed_gang_is_not_reported_unschedulable(api_factory: Any) -> Non
         assert scheduled is not None
         assert scheduled["reason"] == "tasks in gang are ready to be scheduled"
         assert condition(api, "done", "Unschedulable") is None
-        # The one Warning is vc-scheduler's misleading one from the session that bound it (§10).
+        # The one Warning is vc-scheduler's misleading one from the session that bound it.
         warnings = [e for e in events(api, "done") if e[0] == "Warning"]
         assert [e[2] for e in warnings] == [
             "0/2 tasks in gang unschedulable: pod group is ready, 2 Binding, 2 minAvailable"

@@ -1,4 +1,4 @@
-"""The facts every manifest the builders return must satisfy (DOMAIN.md §1, §4, §5)."""
+"""The facts every manifest the builders return must satisfy (``docs/architecture.md#domain-facts``)."""
 
 from __future__ import annotations
 

@@ -6,7 +6,8 @@ that cannot work, such as a gang larger than the job); every problem raises `Gan
 naming the field, the value and the fix. `build_pytorchjob()` and `build_podgroup()` then return
 plain wire dicts (`kubeflow.org/v1` PyTorchJob, `scheduling.volcano.sh/v1beta1` PodGroup).
 
-Facts encoded here (DOMAIN.md §1, §4, §5): the training container is named ``pytorch``; there
+Facts encoded here (``docs/architecture.md#domain-facts``: PodGroups, the PyTorchJob, the
+training-operator's gang scheduling): the training container is named ``pytorch``; there
 is exactly one Master; the rendezvous port is 23456 unless given; Volcano keys pods to their
 PodGroup only through the annotation ``scheduling.k8s.io/group-name`` and schedules only pods
 with ``schedulerName: volcano``; a gang's ``minResources`` is the sum of the container requests

@@ -6,7 +6,7 @@ server would reject later, and `build_trainjob()` returns the plain wire dict
 (``trainer.kubeflow.org/v1alpha1`` TrainJob). Every problem raises `GangSpecError` naming the
 field, the value and the fix, before anything is sent to a cluster.
 
-Facts encoded here (DOMAIN.md §6, the v2.3.0 TrainJob CRD):
+Facts encoded here (``docs/trainer-v2.md#what-a-trainjob-makes``, the v2.3.0 TrainJob CRD):
 
 - the trainer's fields are ``image``, ``command``, ``args``, ``env``, ``numNodes``,
   ``resourcesPerNode`` and ``numProcPerNode`` (an integer in v2.3.0); the runtime is named by

@@ -1,6 +1,6 @@
 """Load ``apiextensions.k8s.io/v1`` CustomResourceDefinition YAML into registry rows.
 
-Used for the upstream CRD files (e.g. ``../shared/crds/``) so tests can prove objects pass the
+Used for the upstream CRD files (the tests' ``shared_crds`` fixture) so tests can prove objects pass the
 real schemas. A loaded CRD replaces the row of the same group and plural and keeps that row's
 hooks (defaulting, webhooks); its served storage version, scope, short names, status
 subresource, ``scale`` subresource (its replica and selector paths) and printer columns come

@@ -280,7 +280,7 @@ JOBS = ResourceInfo(
     mutators=(batch.default_job,),
     validators=(batch.validate_job,),
 )
-# Kubeflow Trainer v2 and the JobSet it runs on (DOMAIN.md §6).
+# Kubeflow Trainer v2 and the JobSet it runs on (docs/trainer-v2.md).
 TRAINJOBS = ResourceInfo(
     group="trainer.kubeflow.org",
     version="v1alpha1",

@@ -14,7 +14,7 @@ from gang_sim.apiserver.resources import PYTORCHJOBS, builtin_registry
 from tests.sim.apiserver.helpers import call, pod_manifest, podgroup_manifest, pytorchjob_manifest, status_of
 
 GROUP = ("kubeflow.org", "v1")
-UPSTREAM_CRD = Path("/work/shared/crds/kubeflow.org_pytorchjobs.yaml")
+UPSTREAM_CRD = "kubeflow.org_pytorchjobs.yaml"
 
 
 def create_job(custom: k8s.CustomObjectsApi, namespace: str, name: str, workers: int = 3) -> dict[str, Any]:
@@ -39,10 +39,9 @@ def test_discovery_lists_the_scale_subresource_as_kube_apiserver_does(api_client
     assert "jobs/scale" not in volcano  # its CRD declares no scale
 
 
-@pytest.mark.skipif(not UPSTREAM_CRD.exists(), reason="upstream CRDs not present")
-def test_the_built_in_scale_paths_are_the_upstream_crds() -> None:
+def test_the_built_in_scale_paths_are_the_upstream_crds(shared_crds: Path) -> None:
     (loaded,) = crd_resources(
-        [yaml.load(UPSTREAM_CRD.read_text(), Loader=yaml.CSafeLoader)], builtin_registry()
+        [yaml.load((shared_crds / UPSTREAM_CRD).read_text(), Loader=yaml.CSafeLoader)], builtin_registry()
     )
     assert loaded.scale == PYTORCHJOBS.scale
     assert loaded.subresources == PYTORCHJOBS.subresources == {"status", "scale"}

@@ -115,7 +115,7 @@ def make_pod(
                 "controller": True,
             }
         ]
-        container["env"] = [  # what the training-operator sets (DOMAIN.md §4)
+        container["env"] = [  # what the training-operator sets (docs/architecture.md#pytorchjob)
             {"name": "PYTHONUNBUFFERED", "value": "1"},
             {"name": "MASTER_ADDR", "value": f"{job_name}-master-0"},
             {"name": "MASTER_PORT", "value": "23456"},

@@ -104,7 +104,7 @@ def test_without_min_resources_every_gang_enqueues_but_only_one_binds() -> None:
 
 def test_overcommit_admits_one_extra_gang_across_queues_that_then_cannot_bind() -> None:
     # 3+2 GPUs; a 4-GPU job runs in "default" (placed 3+1); a 2x1-GPU job in "team-b" is admitted
-    # because 5 x 1.2 - 4 = 2, but only one GPU is free (DOMAIN.md §10).
+    # because 5 x 1.2 - 4 = 2, but only one GPU is free (docs/architecture.md#volcano-messages).
     nodes = [node("node-a", gpus=3), node("node-b", gpus=2)]
     running = pods("big", 4, node_names=["node-a", "node-a", "node-a", "node-b"], phase="Running")
     small = pods("small", 2)

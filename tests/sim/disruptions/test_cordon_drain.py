@@ -1,6 +1,6 @@
 """Cordon and drain: ``gang_sim.drain.drain_node`` and ``airflow-gang sim drain``/``uncordon``.
 
-Upstream behaviour followed (``/tmp/s42/kube_disruption_facts.md`` §C2, §C4): k8s.io/kubectl at
+Upstream behaviour followed (``docs/disruptions.md``): k8s.io/kubectl at
 ``kubernetes-1.36.3`` — ``pkg/cmd/drain/drain.go:325-335`` (``RunDrain``: cordon, then evict),
 ``pkg/drain/cordon.go:81-100`` (the strategic merge patch of ``spec.unschedulable``),
 ``pkg/drain/filters.go:152-161,204-216`` (DaemonSet and mirror pods skipped), ``:236-250``

@@ -1,6 +1,6 @@
 """The Eviction API and PodDisruptionBudgets, observed through the official client.
 
-Upstream behaviour followed (``/tmp/s42/kube_disruption_facts.md`` §C1; the kubernetes/kubernetes
+Upstream behaviour followed (``docs/disruptions.md``; the kubernetes/kubernetes
 files could not be fetched at a tag, so they are cited by function and string literal):
 ``pkg/registry/core/pod/storage/eviction.go`` — ``canIgnorePDB`` (Pending, Succeeded, Failed or
 deleting pods skip the budget), one budget at most ("This pod has more than one

@@ -1,6 +1,6 @@
 """Node-pressure eviction: the kubelet ends the pod itself, and leaves it for its owner.
 
-Upstream behaviour followed (``/tmp/s42/kube_disruption_facts.md`` §C3; kubernetes/kubernetes
+Upstream behaviour followed (``docs/disruptions.md``; kubernetes/kubernetes
 cited by function and string literal): ``pkg/kubelet/eviction/helpers.go`` (``Reason =
 "Evicted"``, ``nodeLowMessageFmt`` "The node was low on resource: %v. ",
 ``thresholdMetMessageFmt`` "Threshold quantity: %v, available: %v. ", the container message of

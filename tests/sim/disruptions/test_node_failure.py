@@ -1,6 +1,6 @@
 """A node whose machine dies, as the rest of a real cluster finds out: from the silence.
 
-Upstream behaviour followed (``/tmp/s42/kube_disruption_facts.md`` §C2; kubernetes/kubernetes
+Upstream behaviour followed (``docs/disruptions.md``; kubernetes/kubernetes
 cited by function and string literal, it could not be fetched at a tag):
 ``pkg/controller/nodelifecycle/node_lifecycle_controller.go`` (``tryUpdateNodeHealth``: Ready
 ``Unknown``, "Kubelet stopped posting node status." after ``--node-monitor-grace-period``, 40 s

@@ -1,6 +1,6 @@
 """Fixtures for the Trainer v2 tests: one embedded cluster per test module (a namespace per test,
 from tests/sim/conftest.py), and the upstream Trainer v2 CRD files when they are beside the
-checkout (a clear skip otherwise: a user's clone has no ``../shared``)."""
+checkout (a clear skip otherwise: a user's clone has no ``../shared/crds-trainer-v2``)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,7 @@ import pytest
 from gang_sim.apiserver.server import ApiServerHandle
 from gang_sim.cluster import SimCluster
 
-SHARED = Path(__file__).resolve().parents[4] / "shared"
-TRAINER_CRDS = SHARED / "crds-trainer-v2"
+TRAINER_CRDS = Path(__file__).resolve().parents[4] / "shared" / "crds-trainer-v2"
 
 
 @pytest.fixture(scope="module")
@@ -36,6 +35,6 @@ def trainer_crds() -> Path:
     if not TRAINER_CRDS.is_dir():
         pytest.skip(
             f"upstream Trainer v2 CRD schemas not found at {TRAINER_CRDS} "
-            "(only present beside the team checkout, in ../shared)"
+            "(only present beside the team checkout)"
         )
     return TRAINER_CRDS

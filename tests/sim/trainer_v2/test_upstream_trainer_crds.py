@@ -1,8 +1,8 @@
 """What the simulator stores passes the real Trainer v2 and JobSet CRD schemas, and the upstream
 examples pass the simulator's own (smaller) schemas: they are never stricter than upstream.
 
-Needs the upstream CRD files beside the checkout (``../shared/crds-trainer-v2``, and
-``../shared/crds`` for Volcano's PodGroup); every test here skips with the reason when they are
+Needs the upstream CRD files beside the checkout (the ``trainer_crds`` fixture, and
+``shared_crds`` for Volcano's PodGroup); every test here skips with the reason when they are
 absent, as in a user's clone.
 """
 

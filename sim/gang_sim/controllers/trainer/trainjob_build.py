@@ -259,7 +259,7 @@ def volcano_queue(trainjob: JsonDict, runtime: JsonDict) -> str | None:
     (kubeflow/trainer v2.3.0 ``pkg/runtime/core/trainingruntime.go`` lines 144-161, read by the
     Volcano plugin at ``plugins/volcano/volcano.go`` line 182). The TrainJob's own
     ``metadata.annotations`` are never read: the PodGroup then has no queue and the API server's
-    CRD default ``default`` applies (DOMAIN facts observed on the real Trainer)."""
+    CRD default ``default`` applies (observed on the real Trainer: ``docs/trainer-v2.md``)."""
     queue = (_meta(_patched_template(runtime, trainjob)).get("annotations") or {}).get(QUEUE_ANNOTATION)
     return str(queue) if queue is not None else None
 

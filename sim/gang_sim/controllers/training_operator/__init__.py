@@ -3,7 +3,8 @@
 Modelled on kubeflow/training-operator v1.9: ``ReconcileJobs`` of
 ``pkg/controller.v1/common/job.go`` for the decisions, ``pkg/controller.v1/pytorch`` for the
 PyTorchJob's pods, Services and environment, ``pkg/util/status.go``/``pkg/core/status.go`` for
-its conditions (DOMAIN.md §4 and §5). Other job kinds (TFJob, MPIJob...) are not simulated.
+its conditions (``docs/architecture.md#pytorchjob`` and ``#training-operator-gang``). Other job
+kinds (TFJob, MPIJob...) are not simulated.
 
 - ``pytorchjob_controller.py``: `TrainingOperator`, the controller around the plans: reads the
   cache, applies each plan over the API in a fixed order of steps, requeues and backs off;

@@ -1,6 +1,7 @@
 """What the training-operator creates for a PyTorchJob, as pure builders: pods, headless
 services and the Volcano PodGroup, with the names, labels, annotations, ownerReferences and
-environment of training-operator v1.9 (DOMAIN.md §4 and §5).
+environment of training-operator v1.9 (``docs/architecture.md#pytorchjob`` and
+``#training-operator-gang``).
 
 Workers do not get the ``init-pytorch`` init container (``alpine`` looping ``nslookup
 <job>-master-0``): the simulated kubelet has no DNS, so that container could only be faked, and

@@ -2,8 +2,8 @@
 
 These mirror the training-operator v1.9 helpers (``pkg/util/status.go``, ``pkg/core/status.go``)
 that every decision of `pytorchjob_plan` goes through, so the conditions a client reads carry the
-real types, reasons and messages (DOMAIN.md §4). Nothing here does I/O or reads a clock: the
-caller passes ``now``.
+real types, reasons and messages (``docs/architecture.md#pytorchjob``). Nothing here does I/O or
+reads a clock: the caller passes ``now``.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """The Volcano scheduler (vc-scheduler): gang scheduling in sessions, queues, preempt and reclaim.
 
 Modelled on Volcano v1.16.0-alpha.1 (commit a4b775ad), ``pkg/scheduler``; each module cites the
-lines it follows (see also ``docs/volcano-preemption.md`` and DOMAIN.md §1 and §10).
+lines it follows (see also ``docs/volcano-preemption.md`` and ``docs/architecture.md#podgroups``
+and the sections after it).
 
 - ``scheduler.py``: `Volcano`, the controller: default queues, then one session per period,
   its decisions applied over the API (bindings, events); ``status_updater.py``: the statuses

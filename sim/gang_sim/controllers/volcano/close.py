@@ -3,11 +3,12 @@
 Phases are computed from the state the session *started* with, so a group's pods are bound one
 session before its phase says ``Running`` (as on a real cluster); conditions
 ``Unschedulable``/``Scheduled`` carry the real message format (``messages``). Events (what
-``kubectl describe`` shows, DOMAIN.md §10): the PodGroup gets Warning ``Unschedulable`` with
-the gang's fit error while it cannot be placed (and the misleading "0/N tasks in gang
-unschedulable: pod group is ready, N Binding" in the session that binds it), Normal
-``Scheduled`` "pod group is ready"; each pod of a gang that cannot be placed gets Warning
-``FailedScheduling`` with the fit error itself, and ``PodScheduled=False`` with the message.
+``kubectl describe`` shows, ``docs/architecture.md#volcano-messages``): the PodGroup gets
+Warning ``Unschedulable`` with the gang's fit error while it cannot be placed (and the
+misleading "0/N tasks in gang unschedulable: pod group is ready, N Binding" in the session that
+binds it), Normal ``Scheduled`` "pod group is ready"; each pod of a gang that cannot be placed
+gets Warning ``FailedScheduling`` with the fit error itself, and ``PodScheduled=False`` with the
+message.
 
 A gang that preempt or reclaim touched is closed from the session's end state instead
 (`close_end_state`); a gang decided as last time reuses its status (`SessionMemo`).
@@ -110,7 +111,7 @@ def _close(
             }
             if group.phase != "Running" and not _has(conditions, condition):
                 result.events.append(GroupEvent(group.key, "Normal", "Scheduled", "pod group is ready"))
-            if binding := schedulable:  # vc-scheduler warns even in the session that binds (§10)
+            if binding := schedulable:  # vc-scheduler warns even in the session that binds
                 ready_now = histogram(group, binding)
                 message = f"{unready_prefix(group, group.scheduled + binding)}pod group is ready, {ready_now}"
                 result.events.append(GroupEvent(group.key, "Warning", "Unschedulable", message))

@@ -1,4 +1,6 @@
-"""The texts vc-scheduler writes into a gang's conditions and events (DOMAIN.md §10).
+"""The texts vc-scheduler writes into a gang's conditions and events.
+
+``docs/architecture.md#volcano-messages`` has them as a real vc-scheduler writes them.
 
 Cached: a thousand queued gangs of one shape share one text, restated every session.
 """

@@ -1,7 +1,7 @@
 """One Volcano scheduling session as a pure function: cluster snapshot in, decisions out.
 
 Mirrors the default ``enqueue, allocate`` actions with the gang, overcommit, proportion and
-priority plugins (DOMAIN.md §1 and the observations of §10), one after the other:
+priority plugins (``docs/architecture.md#volcano-session``), one after the other:
 
 - **enqueue** (here, with `gate.EnqueueGate`): a ``Pending`` PodGroup becomes ``Inqueue`` when it
   has no ``minResources``, or when both the overcommit check (cluster x factor - used must cover
@@ -15,9 +15,10 @@ priority plugins (DOMAIN.md §1 and the observations of §10), one after the oth
 - **session close** (`close`, `queue_status`): phases are computed from the state the session
   *started* with, so a group's pods are bound one session before its phase says ``Running`` (as
   on a real cluster); conditions ``Unschedulable``/``Scheduled`` carry the real message format.
-- **events** (what ``kubectl describe`` shows, §10): the PodGroup gets Normal ``Unschedulable``
-  for each enqueue rejection here; the close states the others. The Normal ``Scheduled``
-  "Successfully assigned" event of a bound pod is the binder's (`scheduler.py`).
+- **events** (what ``kubectl describe`` shows, ``docs/architecture.md#volcano-messages``): the
+  PodGroup gets Normal ``Unschedulable`` for each enqueue rejection here; the close states the
+  others. The Normal ``Scheduled`` "Successfully assigned" event of a bound pod is the binder's
+  (`scheduler.py`).
 """
 
 from __future__ import annotations
