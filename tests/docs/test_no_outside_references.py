@@ -200,10 +200,11 @@ def test_the_docs_pages_the_repository_names_exist() -> None:
 
 
 def test_the_scan_finds_each_kind_of_reference(tmp_path: Path) -> None:
-    """The rules above, on made-up files: each reference is found, the allowed data read is not."""
-    sign = SECTION_SIGN
-    notes = "DES" + "IGN.md"
-    beside = ".." + "/shared"
+    """The rules above, on made-up files: each reference is found, the allowed data read is not.
+
+    The references are assembled at run time, so that this file itself cites nothing."""
+    sign, docs = SECTION_SIGN, "do" + "cs"
+    notes, beside, join = "DES" + "IGN.md", ".." + "/shared", "/ " + '"shared"'
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "page.md").write_text("# A page\n\n## Some facts {#facts}\n", encoding="utf-8")
     files = {
@@ -213,19 +214,19 @@ def test_the_scan_finds_each_kind_of_reference(tmp_path: Path) -> None:
         "tests/d.py": f'PATH = "{beside}/crds"\n',  # no skip in the file
         "tests/e.py": f'PATH = "{beside}/crds"\n# pytest.skip(\n',  # allowed: data, and a skip
         "tests/f.py": f'PATH = "{beside}/design"\n# pytest.skip(\n',  # not a data folder
-        "tests/g.py": 'ROOT = Path(__file__).parent / "shared"\npytest.skip(\n',
+        "tests/g.py": f"ROOT = Path(__file__).parent {join}\npytest.skip(\n",  # not a data folder
         "tests/h.py": f'"""Followed ({"/tm" + "p/s42/facts.md"} {sign}C2)."""\n',
-        "docs/other.md": f"See [the page](page.md) {sign}2.\n\nAnd (deploy/README.md {sign}3b).\n",
-        "airflow_gang/i.py": '"""See docs/page.md#facts and docs/page.md#nothing and docs/gone.md."""\n',
+        f"{docs}/other.md": f"See [the page](page.md) {sign}2.\n\nAnd (deploy/README.md {sign}3b).\n",
+        "airflow_gang/i.py": f'"""See {docs}/page.md#facts, {docs}/page.md#nothing, {docs}/gone.md."""\n',
     }
     for name, text in files.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(text, encoding="utf-8")
     subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
     subprocess.run(["git", "add", "."], cwd=tmp_path, check=True)
-    found = {(finding.path, finding.what) for finding in scan(tmp_path)}
-    by_file = {path for path, _ in found}
-    assert by_file == {
+    findings = scan(tmp_path)
+    found = {(finding.path, finding.what) for finding in findings}
+    assert {path for path, _ in found} == {
         "airflow_gang/a.py",
         "airflow_gang/b.py",
         "airflow_gang/c.py",
@@ -233,11 +234,12 @@ def test_the_scan_finds_each_kind_of_reference(tmp_path: Path) -> None:
         "tests/f.py",
         "tests/g.py",
         "tests/h.py",
-        "docs/other.md",  # deploy/README.md is not a file of this made-up repository
+        f"{docs}/other.md",
     }, sorted(found)
     assert ("airflow_gang/a.py", "a design note outside the repository") in found
     assert ("tests/h.py", "a session folder outside the repository") in found
-    # The first section sign cites page.md, a page of the repository; the second a missing file.
-    assert {finding.line for finding in scan(tmp_path) if finding.path == "docs/other.md"} == {3}
+    # The first section sign cites page.md, a page of this made-up repository; the second cites
+    # deploy/README.md, which it does not have.
+    assert {finding.line for finding in findings if finding.path == f"{docs}/other.md"} == {3}
     broken = {finding.what for finding in broken_docs_references(tmp_path)}
-    assert broken == {"docs/page.md has no #nothing", "docs/gone.md does not exist"}
+    assert broken == {f"{docs}/page.md has no #nothing", f"{docs}/gone.md does not exist"}
