@@ -37,6 +37,7 @@ TIERS = {
     "stack/test_settings.py": "fast",
     "sim/controllers/test_training_plan.py": "fast",
     "sim/controllers/test_volcano_session.py": "fast",
+    "docs/test_code_blocks.py": "e2e",  # runs the docs' DAGs with dag.test(); tests/docs is fast
     "sim": "sim",
     "stack": "sim",
     "plugins": "e2e",
