@@ -130,12 +130,12 @@ class Catalog:
             elif isinstance(node, ast.Import):
                 for alias in node.names:
                     module.imports[alias.asname or alias.name.split(".")[0]] = (alias.name, None)
-        for node in ast.walk(module.tree):
-            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-                module.functions.setdefault(node.name, []).append(node)
-            elif isinstance(node, ast.ImportFrom) and node.module:  # imports inside functions too
-                for alias in node.names:
-                    module.imports.setdefault(alias.asname or alias.name, (node.module, alias.name))
+        for inner in ast.walk(module.tree):
+            if isinstance(inner, ast.FunctionDef | ast.AsyncFunctionDef):
+                module.functions.setdefault(inner.name, []).append(inner)
+            elif isinstance(inner, ast.ImportFrom) and inner.module:  # imports inside functions too
+                for alias in inner.names:
+                    module.imports.setdefault(alias.asname or alias.name, (inner.module, alias.name))
 
     def _class_defs(self) -> dict[str, str]:
         found: dict[str, str] = {}
