@@ -153,7 +153,8 @@ def raise_for_choice(value: Any, field: str, choices: Sequence[str]) -> None:
 
 class GangJobOperator(BaseOperator):
     """Run one gang job and wait for it (see the module docstring): the base of every kind's
-    operator (`PyTorchJobOperator`, `TrainJobOperator`), which documents all its parameters.
+    operator (`PyTorchJobOperator`, `TrainJobOperator`, `VolcanoJobOperator`), which documents
+    all its parameters.
 
     A kind's operator sets ``job_kind``, takes its job's arguments, and implements `build_spec`
     (the validated job description) and `prepare` (the cluster checks and the `JobRecipe`).

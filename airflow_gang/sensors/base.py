@@ -329,8 +329,8 @@ class GangAdmissionSensor(_GangJobSensor):
     __doc__ = (
         """Succeeds once the job's gang is admitted by its queue; fails if the job is gone.
 
-    :param job_kind: the job's kind, ``PyTorchJob`` (default) or ``TrainJob`` (then pass
-        ``gang_scheduling="trainer"``).
+    :param job_kind: the job's kind, ``PyTorchJob`` (default), ``TrainJob`` (then pass
+        ``gang_scheduling="trainer"``) or ``VolcanoJob`` (then ``gang_scheduling="volcano"``).
     :param gang_scheduling: how the job was submitted (``disabled`` counts bound replicas).
     """
         + SENSOR_PARAMETERS
@@ -344,7 +344,8 @@ class GangAdmissionSensor(_GangJobSensor):
 
 class GangCompletionSensor(_GangJobSensor):
     """Succeeds when the job succeeds; raises the kind's `PyTorchJobFailed` when it fails: the
-    base of each kind's completion sensor (`PyTorchJobSensor`, `TrainJobSensor`)."""
+    base of each kind's completion sensor (`PyTorchJobSensor`, `TrainJobSensor`,
+    `VolcanoJobSensor`)."""
 
     FAILURE_STATES: ClassVar[tuple[GangPhase, ...]] = (GangPhase.FAILED,)
 

@@ -84,13 +84,14 @@ RESYNC_SECONDS = 300.0
 
 
 class GangJobTrigger(BaseTrigger):
-    """Wait for a gang-scheduled PyTorchJob (or TrainJob) without holding a worker slot.
+    """Wait for a gang-scheduled job of any kind without holding a worker slot.
 
-    :param name: the job's name (its PodGroup has the same name).
-    :param namespace: namespace of both.
+    :param name: the job's name.
+    :param namespace: the job's namespace (its PodGroup's too).
     :param uid: the job's uid; a job of the same name with another uid counts as lost.
     :param wait_for: ``admission``, ``completion``, or ``both`` (admission then completion).
-    :param gang_scheduling: ``provider``, ``training-operator``, ``trainer`` or ``disabled``.
+    :param gang_scheduling: ``provider``, ``training-operator``, ``trainer``, ``volcano`` or
+        ``disabled``.
     :param admission_deadline: ISO UTC time after which a job still queued is deleted and
         ``admission_timeout`` is reported; None waits forever.
     :param execution_deadline: ISO UTC time after which ``error`` is reported (the task's
@@ -116,7 +117,7 @@ class GangJobTrigger(BaseTrigger):
     :param reattached: the task's try took over a job of an earlier try; carried back in the
         event, so the task knows a "lost" job means "the earlier try's job was deleted" (train
         anew) even when resumed without its defer kwargs, as ``dag.test()`` does.
-    :param job_kind: the job's ``kind``: ``PyTorchJob`` (default) or ``TrainJob``.
+    :param job_kind: the job's ``kind``: ``PyTorchJob`` (default), ``TrainJob`` or ``VolcanoJob``.
     :param expected_queue: the queue the task asked for; a PodGroup that first appears in
         another one is deleted with its job and ``queue_mismatch`` reported. None checks nothing.
     :param on_disruption: ``wait``, ``retry`` or None (report only), with ``max_disruptions``
