@@ -266,6 +266,9 @@ class Catalog:
         func = call.func
         if not call.args:
             return
+        if isinstance(func, ast.Name) and self._is_logger_method(func.id, context):
+            yield self._log_site(module, qualname, call, context)
+            return
         if isinstance(func, ast.Name):
             if func.id == "print" and any(
                 keyword.arg == "file" and ast.unparse(keyword.value) == "sys.stderr"
@@ -286,6 +289,18 @@ class Catalog:
             yield self._site(module, qualname, call, "page warning", None, call.args[0], context)
         elif func.attr == "write" and ast.unparse(func.value) == "sys.stderr":
             yield self._site(module, qualname, call, "stderr", None, call.args[0], context)
+
+    @staticmethod
+    def _is_logger_method(name: str, context: _Context) -> bool:
+        """``emit = log.debug if quiet else log.warning``: a local name bound to a logging call at
+        WARNING or above (in one of its branches)."""
+        if context.function is None:
+            return False
+        for value in _assigned(context.function, name, context.before):
+            branches = [value.body, value.orelse] if isinstance(value, ast.IfExp) else [value]
+            if any(isinstance(branch, ast.Attribute) and branch.attr in LOG_LEVELS for branch in branches):
+                return True
+        return False
 
     def _exception_of(self, call: ast.Call, context: _Context) -> str | None:
         func = call.func

@@ -115,6 +115,9 @@ EXTRA: dict[str, tuple[str, str]] = {
         "not gang-scheduled: the TrainJob's pods exist but no PodGroup does",
     ),
     "waiting-for-podgroup": ("airflow_gang/model/gang_state.py", "waiting for the PodGroup to be created"),
+    "create-retried-409": ("airflow_gang/hooks/retrying.py", "the create was retried after a failed attempt"),
+    "progress-unreadable": ("airflow_gang/plugins/metadata.py", "the task state store could not be read: "),
+    "log-unavailable-no-pod": ("airflow_gang/jobs/outcome.py", "(log unavailable: no rank-0 pod of "),
     "replica-python-too-old": (
         "airflow_gang/decorators/replica_bootstrap.py",
         "use an image with a newer Python, or name another ",
