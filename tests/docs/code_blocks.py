@@ -393,7 +393,7 @@ def execute(source: str, filename: str, name: str) -> tuple[types.ModuleType, li
     return module, list(dags.values())
 
 
-def _aligned(block: Block) -> tuple[str, str]:
+def aligned(block: Block) -> tuple[str, str]:
     """The code and the file name to compile it under, so tracebacks show Markdown lines."""
     if block.body_line is not None:  # blank lines first: line N of the code is line N of the page
         return "\n" * (block.body_line - 1) + block.source, str(block.path)
@@ -425,7 +425,7 @@ def _check_dagbag(block: Block, bag: Any, expected: set[str] | None, where: str)
     return dags
 
 
-def _runtime_of(dag: Any) -> str:
+def runtime_of(dag: Any) -> str:
     """``process`` for a DAG with a ``@task.pytorchjob``-style task (its function really runs)."""
     from airflow_gang.decorators.replica_task import ReplicaFunctionOperator
 
@@ -467,7 +467,7 @@ def check(block: Block, *, workdir: Path, dags_folder: Path, clusters: Clusters 
         raise _failure(block, "; ".join(block.problems))
     if block.only_includes:
         return _check_includes(block, workdir=workdir, dags_folder=dags_folder)
-    code, filename = _aligned(block)
+    code, filename = aligned(block)
     if block.is_session:
         _run_session(block, code, filename, workdir)
         outcome.executed = True
@@ -528,7 +528,7 @@ def _run_dags(
 
 
 def _dag_test(block: Block, dag: Any, clusters: Clusters) -> None:
-    runtime = _runtime_of(dag)
+    runtime = runtime_of(dag)
     cluster = clusters.get(runtime)
     os.environ["AIRFLOW_CONN_KUBERNETES_DEFAULT"] = json.dumps(
         {"conn_type": "kubernetes", "extra": {"kube_config_path": cluster.kubeconfig_path}}

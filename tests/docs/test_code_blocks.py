@@ -66,10 +66,13 @@ from tests.docs.code_blocks import (
     Clusters,
     Directive,
     Outcome,
+    aligned,
     check,
     collect,
     collect_all,
+    execute,
     parse_directive,
+    runtime_of,
 )
 from tests.e2e.conftest import DAGS, airflow_db, cluster  # noqa: F401 (the e2e tests' fixtures)
 from tests.support.cluster import NOTHING, leftovers
@@ -281,3 +284,13 @@ def test_a_block_cannot_change_the_environment_of_the_next(tmp_path: Path) -> No
     check(block, workdir=tmp_path, dags_folder=DAGS, clusters=None)
     assert "DOCS_BLOCK_LEAK" not in os.environ
     assert (Path.cwd(), list(sys.path)) == before
+
+
+def test_a_dag_with_a_replica_function_runs_on_the_process_runtime() -> None:
+    """(The decorator reads its function's source at parse time: from the page, at its lines.)"""
+    runtimes = {}
+    for block in SAMPLE_BLOCKS:
+        if "sample_taskflow" in block.source or "sample_job" in block.source:
+            _, (dag,) = execute(*aligned(block), f"runtime_{block.line}")
+            runtimes[dag.dag_id] = runtime_of(dag)
+    assert runtimes == {"sample_taskflow": "process", "sample_job": "script"}
