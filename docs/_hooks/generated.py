@@ -369,12 +369,9 @@ def _argument_row(parser: argparse.ArgumentParser, action: argparse.Action) -> l
     names = f"`{formatter._format_action_invocation(action)}`"
     description = formatter._expand_help(action) if action.help else ""
     default = action.default
-    shown = (
-        ""
-        if default in (None, False, argparse.SUPPRESS) or action.nargs == 0 or default == []
-        else code(default)
-    )
-    return [names, shown, inline(description)]
+    # A flag's False and an unset None or [] say nothing; 0 is a real default (--port 0).
+    unset = action.nargs == 0 or default is None or default is argparse.SUPPRESS or default == []
+    return [names, "" if unset else code(default), inline(description)]
 
 
 def _sentence(text: str) -> str:
