@@ -38,17 +38,20 @@ class FunctionSource:
     min_python: PythonVersion
 
     @classmethod
-    def of(cls, function: Callable[..., Any]) -> FunctionSource:
-        """Extract and check; `GangSpecError` names what the replicas could not run and the fix."""
+    def of(cls, function: Callable[..., Any], decorator: str = "@task.pytorchjob") -> FunctionSource:
+        """Extract and check; `GangSpecError` names what the replicas could not run and the fix.
+
+        :param decorator: the decorator the user wrote (``@task.trainjob``...), named in the errors.
+        """
         name = getattr(function, "__name__", repr(function))
         if not isinstance(function, types.FunctionType):
             raise GangSpecError(
-                f"@task.pytorchjob needs a function defined with def, not {type(function).__name__} {name!r}",
+                f"{decorator} needs a function defined with def, not {type(function).__name__} {name!r}",
                 field="python_callable",
             )
         if inspect.iscoroutinefunction(function):
             raise GangSpecError(
-                f"{name}() is async: @task.pytorchjob calls the function directly on each replica; "
+                f"{name}() is async: {decorator} calls the function directly on each replica; "
                 "define it with def",
                 field="python_callable",
             )
@@ -56,11 +59,11 @@ class FunctionSource:
             lines, start = inspect.getsourcelines(function)
         except (OSError, TypeError) as error:
             raise GangSpecError(
-                f"cannot read the source of {name}() ({error}): @task.pytorchjob ships the function's "
+                f"cannot read the source of {name}() ({error}): {decorator} ships the function's "
                 "source to the replicas, so define it in a .py file",
                 field="python_callable",
             ) from None
-        text, node = _def_statement(lines, name)
+        text, node = _def_statement(lines, name, decorator)
         unresolved = sorted(_names_from_outside(function, node))
         if unresolved:
             raise GangSpecError(
@@ -78,7 +81,7 @@ class FunctionSource:
         )
 
 
-def _def_statement(lines: list[str], name: str) -> tuple[str, ast.FunctionDef]:
+def _def_statement(lines: list[str], name: str, decorator: str) -> tuple[str, ast.FunctionDef]:
     """The ``def`` statement without its decorators, dedented by the ``def``'s own indentation.
 
     Lines indented less than that (inside a multi-line string) are kept as they are.
@@ -98,7 +101,7 @@ def _def_statement(lines: list[str], name: str) -> tuple[str, ast.FunctionDef]:
     node = tree.body[0] if tree.body else None
     if not isinstance(node, ast.FunctionDef) or node.name != name:
         raise GangSpecError(
-            f"@task.pytorchjob needs a function defined with def; {name} is not one (a lambda?)",
+            f"{decorator} needs a function defined with def; {name} is not one (a lambda?)",
             field="python_callable",
         )
     end = node.end_lineno or len(dedented)

@@ -86,7 +86,7 @@ class ReplicaFunctionOperator(DecoratedOperator, GangJobOperator):
             if name in kwargs:
                 raise GangSpecError(f"{self.custom_operator_name} takes no {name}=: {reason}", field=name)
         parse_min_python(min_python)
-        self.function_source = FunctionSource.of(python_callable)  # at parse time: a DAG import error
+        self.function_source = FunctionSource.of(python_callable, self.custom_operator_name)  # at parse time
         self.python = python
         self.min_python = min_python
         self.backend = backend

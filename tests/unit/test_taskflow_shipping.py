@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import glob
 import os
+import re
 import subprocess
 import sys
 from typing import Any
@@ -321,6 +322,24 @@ def test_an_error_block_cut_by_the_log_tail_still_gives_its_summary() -> None:
 
 
 # --- the operator's arguments ----------------------------------------------------------------
+
+
+def test_the_errors_name_the_decorator_the_user_wrote() -> None:
+    from airflow_gang.decorators.train_job import TrainJobDecoratedOperator
+    from airflow_gang.decorators.volcano_job import VolcanoJobDecoratedOperator
+
+    async def coroutine() -> None:
+        return None
+
+    for operator_class, decorator in (
+        (TrainJobDecoratedOperator, "@task.trainjob"),
+        (VolcanoJobDecoratedOperator, "@task.vcjob"),
+        (PyTorchJobDecoratedOperator, "@task.pytorchjob"),
+    ):
+        with pytest.raises(GangSpecError, match=rf"coroutine\(\) is async: {re.escape(decorator)} calls"):
+            operator_class(task_id="t", python_callable=coroutine, image="i")
+        with pytest.raises(GangSpecError, match=rf"^{re.escape(decorator)} needs a function defined with"):
+            operator_class(task_id="t", python_callable=lambda: 1, image="i")
 
 
 def test_arguments_the_decorator_sets_itself_are_refused() -> None:
