@@ -42,6 +42,8 @@ TIERS = {
     "stack": "sim",
     "plugins": "e2e",
     "e2e": "e2e",
+    # The built wheels in a fresh venv, running the demo on the simulator's wheel.
+    "dist": "e2e",
     "realstack": "realstack",
     "production": "realstack",
     "bench": "bench",
@@ -65,11 +67,15 @@ BESIDE = (
     "stack/test_stack.py",
     "stack/test_cli.py",
     "e2e/test_demo.py",
+    "dist",
 )
 # (stack/test_cli.py and e2e/test_demo.py start Airflow processes for under a minute each and
 # move between the lanes as they grow: measured with `--durations=0` after issue 36, the
 # in-process lane took 1,404 s and this one 1,275 s, so these two (~67 s) came back here;
 # plugins/test_airflow_api_server.py, ~20 s, stays in the in-process lane.)
+# (dist/, the built wheels installed into a fresh venv and `make demo` run from them, took over
+# e2e/test_demo.py's run of the seed scenario, now `slow`; it waits on uv, the Airflow CLI and
+# the demo's processes, so it runs here too.)
 
 
 def lane_of(nodeid: str) -> str:
