@@ -495,6 +495,8 @@ class GangJobOperator(BaseOperator):
         if ended.is_execution_timeout:  # the task gives up: nobody will wait for the job
             state_store.record_end(context, known, "timed_out", reason=ended.message)
             self._give_up(known, ended.message)
+            # As a wait in a worker ends: Airflow's own timeout, retried like any other failure.
+            raise AirflowTaskTimeout(f"waiting for {self.job_kind.kind} {namespace}/{name}: {ended.message}")
         elif (state := TRIGGER_DELETED.get(ended.status)) is not None:  # the trigger deleted the job
             details: JsonDict = {"reason": str(error), "disruptions": episodes, "admitted_at": admitted_at}
             state_store.record_end(context, known, state, finished_at=ended.deleted_at, **details)

@@ -246,4 +246,8 @@ def test_execution_timeout_fails_the_task_and_deletes_the_running_job(
     dag_run = dag.test()
     assert task_states(dag_run) == {"train": "failed"}
     assert dt.datetime.now(dt.UTC) - started < dt.timedelta(seconds=90), "the 120 s job was not waited for"
-    assert "and everything it made (execution_timeout reached" in capfd.readouterr().out
+    out = capfd.readouterr().out
+    assert "and everything it made (execution_timeout reached" in out
+    # Both waits end as Airflow's own timeout, so retries treat them alike.
+    assert "AirflowTaskTimeout" in out
+    assert "GangApiError" not in out
