@@ -21,6 +21,7 @@ from airflow_gang.kinds.trainjob.kind import TRAINJOB
 from airflow_gang.kinds.vcjob.kind import VCJOB
 
 __all__ = [
+    "ANY_JOB_KIND",
     "DEFAULT_JOB_KIND",
     "JOB_KINDS",
     "PYTORCHJOB",
@@ -38,6 +39,8 @@ JOB_KINDS: dict[str, JobKind] = {job_kind.kind: job_kind for job_kind in (PYTORC
 # The kind of a job whose record, event or state-store entry names none: provider versions
 # before TrainJob support wrote only PyTorchJobs.
 DEFAULT_JOB_KIND: JobKind = PYTORCHJOB
+# "PyTorchJob, TrainJob or VolcanoJob": a job of any kind, in messages and API descriptions.
+ANY_JOB_KIND = " or ".join([", ".join(list(JOB_KINDS)[:-1]), list(JOB_KINDS)[-1]])
 JsonDict = dict[str, Any]
 
 

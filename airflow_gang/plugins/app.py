@@ -11,6 +11,7 @@ from fastapi import Depends, FastAPI, Request
 from fastapi.responses import JSONResponse
 from fastapi.staticfiles import StaticFiles
 
+from airflow_gang import __version__
 from airflow_gang.plugins.access import Access, airflow_user_access, open_access
 from airflow_gang.plugins.api import api_router
 from airflow_gang.plugins.cluster_reader import ClusterReader
@@ -36,7 +37,13 @@ def create_app(
     :param reader_factory: the cluster reader for those options.
     :param metadata: reads the metadata DB.
     """
-    app = FastAPI(title="Gang jobs", docs_url=None, redoc_url=None, openapi_url="/api/openapi.json")
+    app = FastAPI(
+        title="Gang jobs",
+        version=__version__,
+        docs_url=None,
+        redoc_url=None,
+        openapi_url="/api/openapi.json",
+    )
     access_dependency: Callable[..., Access] = airflow_user_access() if authenticate else open_access
     metadata_reader = metadata or MetadataReader()
 

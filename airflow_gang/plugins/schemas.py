@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import Field
 
+from airflow_gang.kinds import ANY_JOB_KIND
 from airflow_gang.plugins.schemas_job import (
     AirflowTask,
     Condition,
@@ -72,7 +73,7 @@ class ActionResult(StrictModel):
     """``POST /api/jobs/{namespace}/{name}/{action}``: what was done."""
 
     action: str = Field(description="The action carried out: delete, suspend or resume.")
-    kind: str = Field(description="The job's kind: PyTorchJob or TrainJob.")
+    kind: str = Field(description=f"The job's kind: {ANY_JOB_KIND}.")
     name: str = Field(description="The job's name.")
     namespace: str = Field(description="The job's namespace.")
     message: str = Field(description="What was done, in a sentence (a deletion may still be under way).")

@@ -16,6 +16,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from airflow_gang.kinds import ANY_JOB_KIND
+
 # States are plain strings (a new one needs no schema change); these are the ones known.
 STATE_DESCRIPTION = (
     "Where the job stands or how it ended. Live: queued, stuck (no gang: some replicas hold their "
@@ -139,7 +141,7 @@ class JobRow(StrictModel):
     Keys that only one of them has are optional and absent from the other.
     """
 
-    kind: str = Field(description="The job's kind: PyTorchJob or TrainJob.")
+    kind: str = Field(description=f"The job's kind: {ANY_JOB_KIND}.")
     name: str = Field(description="The job's Kubernetes name.")
     namespace: str = Field(description="The job's Kubernetes namespace.")
     uid: str | None = Field(description="The job object's Kubernetes uid.")

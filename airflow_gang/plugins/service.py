@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
+from airflow_gang.kinds import ANY_JOB_KIND
 from airflow_gang.model.naming import LABEL_PREFIX
 from airflow_gang.plugins import actions
 from airflow_gang.plugins.access import Access
@@ -37,7 +38,6 @@ from airflow_gang.plugins.summaries import STATES, podgroup_view, queue_row, rep
 
 JsonDict = dict[str, Any]
 Identities = tuple[LabelIdentity | None, TaskIdentity | None]
-ANY_KIND = "PyTorchJob or TrainJob"  # a job asked for without its kind
 
 
 @dataclass
@@ -227,7 +227,7 @@ class GangPageService:
         self._check_namespace(namespace)
         job_kind = parse_kind(kind)
         record = self.reader.job(namespace, name, job_kind)
-        what = f"{job_kind.kind if job_kind else ANY_KIND} {namespace}/{name}"
+        what = f"{job_kind.kind if job_kind else ANY_JOB_KIND} {namespace}/{name}"
         not_found = PageError(404, "not_found", f"{what} does not exist, and no Airflow task recorded it")
         if record is None:
             return self._recorded_job(namespace, name, not_found)
@@ -271,7 +271,7 @@ class GangPageService:
         self._check_namespace(namespace)
         job_kind = parse_kind(kind)
         record = self.reader.job(namespace, name, job_kind)
-        what = f"{job_kind.kind if job_kind else ANY_KIND} {namespace}/{name}"
+        what = f"{job_kind.kind if job_kind else ANY_JOB_KIND} {namespace}/{name}"
         gone = PageError(404, "not_found", f"{what} does not exist (any more)")
         if record is None:
             raise gone

@@ -194,7 +194,7 @@ def job_summary(
     job_kind: JobKind = DEFAULT_JOB_KIND,
     gang_scheduling: str | None = None,
 ) -> JsonDict:
-    """One row of the jobs table (``kind`` says PyTorchJob or TrainJob).
+    """One row of the jobs table (``kind`` says which kind of job it is).
 
     ``queued_seconds`` is the admission wait (still counting while queued); ``run_seconds``
     the time since admission (still counting while running). ``reason`` says why a queued
