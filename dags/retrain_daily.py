@@ -9,8 +9,10 @@ when it beats `min_accuracy`.
 
 Queue waits are expected on a shared pool: the job may wait `admission_timeout` seconds for its
 whole gang; then it is deleted and `gang_retry_policy()` retries the task after
-`retry_delay_seconds`, with a fresh job, up to `retries` times. Other failures (a bad spec, a
-replica exiting with a code the script chose) fail at once.
+`retry_delay_seconds`, with a fresh job, up to `retries` times. A bad spec fails at once. A replica
+that exits non-zero is restarted in place by the training-operator (`restart_policy="OnFailure"`,
+the default): `restart_policy="ExitCode"` or `run_policy={"backoff_limit": N}` lets such a failure
+end the job, and then the task (`PyTorchJobFailed`).
 
 A shared pool also takes GPUs back (docs/disruptions.md): with `on_disruption="wait"` a gang
 that loses pods to preemption, reclaim or a lost node is brought back by its own restart and
