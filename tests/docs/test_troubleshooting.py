@@ -261,10 +261,10 @@ def test_extra_texts_have_an_entry(key: str, page_text: str) -> None:
 
 
 def test_the_page_links_only_to_the_docs(page_text: str) -> None:
-    """Links to other pages are relative .md links mkdocs checks; no team-internal documents."""
+    """Links to other pages are relative links mkdocs checks (test_no_outside_references.py checks
+    that none leaves the repository)."""
     for target in re.findall(r"\]\(([^)]+)\)", page_text):
-        assert not target.startswith(("/", "../shared")), target
-        assert not re.search(r"(DESIGN|DOMAIN|AIRFLOW|STYLE)\.md", target), target
+        assert not target.startswith("/"), target
 
 
 # --- the rule can fail -----------------------------------------------------------------------
