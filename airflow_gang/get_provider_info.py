@@ -183,8 +183,9 @@ def get_provider_info() -> dict[str, Any]:
                     "ui_kubernetes_conn_id": {
                         "description": (
                             "Kubernetes connection (cncf.kubernetes `kubernetes` type) the 'Gang jobs' "
-                            "page in the Airflow UI reads the cluster with. It only reads: list PyTorchJobs, "
-                            "PodGroups, pods and events, get and list Volcano queues."
+                            "page in the Airflow UI reads the cluster with (gang jobs, PodGroups, pods, "
+                            "events, nodes and Volcano queues) and through which its delete, suspend and "
+                            "resume buttons act on a job, for users allowed to change the DAG's tasks."
                         ),
                         "version_added": "1.0.0",
                         "type": "string",

@@ -1,17 +1,17 @@
-"""The read-only JSON API under ``/gang/api``.
+"""The JSON API under ``/gang/api``: reads, and the three actions on a job.
 
 ``GET /api/jobs``
-    Gang jobs of the namespaces shown, newest first (by submission): live ones (PyTorchJobs and
-    Kubeflow Trainer v2 TrainJobs labelled ``airflow-gang.io/managed-by=airflow-gang``; every
-    one with ``all=true``; each row's ``kind`` says which) and the ones cleanup deleted, as
-    their tasks recorded them (``live: false``). A cluster without one of the two kinds shows
-    the other. Filters: ``kind`` (``PyTorchJob``, ``TrainJob``),
+    Gang jobs of the namespaces shown, newest first (by submission): live ones (every kind of
+    `airflow_gang.kinds`, labelled ``airflow-gang.io/managed-by=airflow-gang``; every one with
+    ``all=true``; each row's ``kind`` says which) and the ones cleanup deleted, as their tasks
+    recorded them (``live: false``). A cluster that does not serve a kind shows the others.
+    Filters: ``kind`` (a kind's name, e.g. ``VolcanoJob``),
     ``namespace``, ``queue``, ``dag_id``, ``state`` (comma-separated; the ``states`` of the
     answer list them), ``since``/``until`` (ISO 8601, on submission); paging ``limit`` (default
     100, at most 1000) and ``offset``; ``total`` counts every match.
 ``GET /api/jobs/{namespace}/{name}``
-    One job (``?kind=TrainJob`` for a TrainJob; without it a PyTorchJob of that name, else a
-    TrainJob): conditions, PodGroup, replica statuses, pods, recent events, identity labels, the
+    One job (``?kind=TrainJob`` names its kind; without it the first kind with a job of that
+    name): conditions, PodGroup, replica statuses, pods, recent events, identity labels, the
     task instance (with a link into Airflow's UI) and its task state store ``progress`` entry.
     A deleted job answers what its task recorded (``recorded``: when, and the master's log tail).
 ``POST /api/jobs/{namespace}/{name}/{action}``

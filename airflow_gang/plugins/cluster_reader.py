@@ -231,8 +231,8 @@ class ClusterReader:
     def job(self, namespace: str, name: str, job_kind: JobKind | None = None) -> JobRecord | None:
         """One gang job with its PodGroup and pods, or None if it does not exist.
 
-        :param job_kind: its kind; None: a PyTorchJob of that name, else a TrainJob (a kind the
-            cluster does not serve answers 404, so None).
+        :param job_kind: its kind; None: the first kind of `JOB_KINDS` with a job of that name (a
+            kind the cluster does not serve answers 404, so None).
         """
         job: JsonDict | None = None
         for kind in (job_kind,) if job_kind is not None else tuple(JOB_KINDS.values()):

@@ -222,7 +222,7 @@ class GangPageService:
     def job(self, namespace: str, name: str, kind: str | None = None) -> JsonDict:
         """Everything about one job: conditions, PodGroup, replicas, pods, events, progress.
 
-        :param kind: ``PyTorchJob`` or ``TrainJob``; None: a PyTorchJob of that name, else a TrainJob.
+        :param kind: a kind's name (``VolcanoJob``...); None: the first kind with a job of that name.
         """
         self._check_namespace(namespace)
         job_kind = parse_kind(kind)
