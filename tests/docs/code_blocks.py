@@ -87,6 +87,7 @@ class Directive:
 
     parse_only: str | None = None  # the reason a DAG block is not run with dag.test()
     compile_only: str | None = None  # the reason a block is not executed at all
+    keeps_job: str | None = None  # the reason a successful run leaves a job (deleted after the test)
     run_conf: Mapping[str, Any] | None = None  # dag.test(run_conf=...)
 
 
@@ -164,26 +165,31 @@ def expand_snippets(lines: list[str], repo: Path = REPO) -> list[str]:
     return expanded
 
 
+_REASONED = {"parse-only": "parse_only", "compile-only": "compile_only", "keeps-job": "keeps_job"}
+
+
 def parse_directive(text: str) -> Directive:
-    """``parse-only: <reason>``, ``compile-only: <reason>`` or ``run-conf: <JSON object>``."""
+    """``parse-only: <reason>``, ``compile-only: <reason>``, ``keeps-job: <reason>`` or
+    ``run-conf: <JSON object>``."""
     key, _, value = text.strip().partition(":")
     key, value = key.strip(), value.strip()
-    if key in ("parse-only", "compile-only"):
+    if key in _REASONED:
         if not value:
             raise ValueError(f"'{key}' needs a reason: <!-- docs-test: {key}: why -->")
-        return Directive(parse_only=value) if key == "parse-only" else Directive(compile_only=value)
+        return Directive(**{_REASONED[key]: value})
     if key == "run-conf":
         conf = json.loads(value)
         if not isinstance(conf, dict):
             raise ValueError(f"run-conf must be a JSON object, not {value!r}")
         return Directive(run_conf=conf)
-    raise ValueError(f"unknown docs-test directive {key!r} (parse-only, compile-only, run-conf)")
+    raise ValueError(f"unknown docs-test directive {key!r} ({', '.join(_REASONED)}, run-conf)")
 
 
 def _merge(first: Directive, second: Directive) -> Directive:
     return Directive(
         parse_only=second.parse_only or first.parse_only,
         compile_only=second.compile_only or first.compile_only,
+        keeps_job=second.keeps_job or first.keeps_job,
         run_conf=second.run_conf if second.run_conf is not None else first.run_conf,
     )
 

@@ -38,6 +38,9 @@ lines or other comments between); the site and GitHub do not show it:
   (for instance, it needs a queue or an image the test cluster does not have, or runs long).
 - ``<!-- docs-test: compile-only: why -->``: the block is only compiled, never executed
   (for instance, it needs credentials or a real cluster).
+- ``<!-- docs-test: keeps-job: why -->``: the DAG's successful run may leave its job on the
+  cluster (a sensor does not delete the job it watched; ``delete_on_finish="never"``); the test
+  deletes it afterwards instead of failing.
 - ``<!-- docs-test: run-conf: {"epochs": 1} -->``: ``dag.test()`` gets this ``run_conf``, so a
   DAG the page shows with realistic params runs small here.
 
@@ -48,6 +51,7 @@ proves the checks: blocks that must pass and blocks that must fail, each saying 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import sys
@@ -83,10 +87,12 @@ SAMPLE = FIXTURES / "sample.md"
 DOCS = collect_all()
 SAMPLE_BLOCKS = collect(SAMPLE).blocks
 _EXPECT = re.compile(r"<!--\s*expect:\s*(?P<verdict>pass|fail)\s*(?P<detail>.*?)\s*-->")
-JOB_GROUPS = (
+# What a docs DAG may leave behind, deleted before the next block runs (their pods go with them).
+CLEARED = (
     ("kubeflow.org", "v1", "pytorchjobs"),
     ("trainer.kubeflow.org", "v1alpha1", "trainjobs"),
     ("batch.volcano.sh", "v1alpha1", "jobs"),
+    ("scheduling.volcano.sh", "v1beta1", "podgroups"),
 )
 
 
@@ -118,31 +124,38 @@ def clusters(request: pytest.FixtureRequest) -> tuple[Clusters, list[SimCluster]
 
 def _clear(api: k8s.ApiClient) -> None:
     objects = k8s.CustomObjectsApi(api)
-    for group, version, plural in JOB_GROUPS:
+    for group, version, plural in CLEARED:
         for item in objects.list_namespaced_custom_object(group, version, "default", plural)["items"]:
             objects.delete_namespaced_custom_object(
                 group, version, "default", plural, item["metadata"]["name"], propagation_policy="Foreground"
             )
 
 
-def nothing_left_behind(block: Block, used: list[SimCluster]) -> None:
-    """A docs DAG that succeeded leaves no job or pod; if one does, it goes, and the block fails."""
+def nothing_left_behind(block: Block, used: list[SimCluster], settle: float = 20) -> None:
+    """A docs DAG leaves no job or pod (unless its page says why it keeps one): what is left goes,
+    so the next block starts on an empty cluster, and the block fails."""
     for running in used:
         with running.api_client() as api:
+            if block.directive.keeps_job:
+                _clear(api)
             try:
-                eventually(lambda: leftovers(api) == NOTHING, timeout=20)
+                eventually(lambda: leftovers(api) == NOTHING, timeout=settle)
             except AssertionError:
                 left = leftovers(api)
                 _clear(api)
+                with contextlib.suppress(AssertionError):
+                    eventually(lambda: leftovers(api) == NOTHING, timeout=20)
                 raise BlockFailed(f"{block.id}: the run left objects behind: {left}") from None
 
 
-def run(block: Block, tmp_path: Path, clusters: tuple[Clusters, list[SimCluster]]) -> Outcome:
+def run(
+    block: Block, tmp_path: Path, clusters: tuple[Clusters, list[SimCluster]], settle: float = 20
+) -> Outcome:
     getter, used = clusters
     try:
         return check(block, workdir=tmp_path, dags_folder=DAGS, clusters=getter)
     finally:
-        nothing_left_behind(block, used)
+        nothing_left_behind(block, used, settle)
 
 
 @pytest.mark.timeout(180)
@@ -234,6 +247,7 @@ def test_a_page_that_includes_a_markdown_file_shows_its_blocks_under_their_own_l
         ("compile-only:  ", "needs a reason"),
         ("run-conf: [1, 2]", "must be a JSON object"),
         ("run-conf: {epochs: 1}", "Expecting property name"),
+        ("keeps-job:", "needs a reason"),
         ("skip: flaky", "unknown docs-test directive"),
     ],
 )
@@ -249,8 +263,8 @@ def test_each_sample_block_passes_or_fails_as_it_says(
 ) -> None:
     verdict, detail = expectation(block)
     if verdict == "fail":
-        with pytest.raises(BlockFailed) as failure:
-            run(block, tmp_path, clusters)
+        with pytest.raises(BlockFailed) as failure:  # (a job that stays, stays: no need to wait long)
+            run(block, tmp_path, clusters, settle=3 if "left objects behind" in detail else 20)
         message = str(failure.value)
         assert message.startswith(f"{block.id}: "), message
         assert detail in message, message
