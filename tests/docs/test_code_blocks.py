@@ -264,7 +264,7 @@ def test_each_sample_block_passes_or_fails_as_it_says(
     verdict, detail = expectation(block)
     if verdict == "fail":
         with pytest.raises(BlockFailed) as failure:  # (a job that stays, stays: no need to wait long)
-            run(block, tmp_path, clusters, settle=3 if "left objects behind" in detail else 20)
+            run(block, tmp_path, clusters, settle=1 if "left objects behind" in detail else 20)
         message = str(failure.value)
         assert message.startswith(f"{block.id}: "), message
         assert detail in message, message
