@@ -68,6 +68,7 @@ BESIDE = (
     "stack/test_cli.py",
     "e2e/test_demo.py",
     "dist",
+    "docs/test_code_blocks.py",
 )
 # (stack/test_cli.py and e2e/test_demo.py start Airflow processes for under a minute each and
 # move between the lanes as they grow: measured with `--durations=0` after issue 36, the
@@ -76,6 +77,9 @@ BESIDE = (
 # (dist/, the built wheels installed into a fresh venv and `make demo` run from them, took over
 # e2e/test_demo.py's run of the seed scenario, now `slow`; it waits on uv, the Airflow CLI and
 # the demo's processes, so it runs here too.)
+# (docs/test_code_blocks.py, ~45 s of dag.test() runs of the docs' examples, came with issue 37
+# beside the docs' other tests and the testing guide's example project, ~60 s more in the
+# in-process lane: it runs here so that the two lanes stay even.)
 
 
 def lane_of(nodeid: str) -> str:
