@@ -19,7 +19,7 @@ By default every build runs in a fresh environment holding its ``[build-system] 
 downloads setuptools from the index): what a release is built with. ``--no-isolation`` builds
 with this Python's own setuptools instead, which must be 77 or newer (the first to read the PEP 639
 ``license = "Apache-2.0"`` strings; ``make install`` upgrades the venv's): no download, a few
-seconds, what the tests of the wheels use (tests/dist/test_wheel_install.py).
+seconds, what the tests of the wheels use (tests/packaging/test_wheel_install.py).
 
 Usage: ``python scripts/build_dist.py [--outdir DIR] [--no-isolation]``.
 """

@@ -14,7 +14,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 # `make demo` is the README's first command: every `make test` runs it, from the built wheels in
-# a fresh venv (tests/dist/test_wheel_install.py, with these same assertions); this run from the
+# a fresh venv (tests/packaging/test_wheel_install.py, with these same assertions); this run from the
 # repository's venv is its twin for `make test-slow`.
 @pytest.mark.slow
 def test_demo_runs_six_gang_jobs_one_after_another_and_leaves_nothing_running(tmp_path: Path) -> None:

@@ -276,7 +276,7 @@ def test_unknown_job_is_a_404(client: TestClient) -> None:
     assert answer.status_code == 404
     assert answer.json()["error"] == {
         "kind": "not_found",
-        "message": "PyTorchJob or TrainJob default/no-such-job does not exist, "
+        "message": "PyTorchJob, TrainJob or VolcanoJob default/no-such-job does not exist, "
         "and no Airflow task recorded it",
         "status": 404,
     }

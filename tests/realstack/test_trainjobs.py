@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from kubernetes import client as k8s
 
 from airflow_gang.reports.timeline import parse_time
@@ -66,6 +67,10 @@ def test_the_trainjob_seed_scenario_with_gangs_runs_six_of_six_one_gang_at_a_tim
         assert start >= end, f"two gangs overlapped: {spans}"
 
 
+# CI's time budget: the deadlock under the real scheduler runs in every `make test` with
+# PyTorchJobs and Volcano Jobs (test_deployment.py, test_vcjobs.py), and with TrainJobs on the
+# embedded cluster (tests/sim/trainer_v2); this run and its dag.test() twin are `make test-slow`'s.
+@pytest.mark.slow
 def test_the_trainjob_seed_scenario_without_gangs_deadlocks_until_admission_timeouts_end_it(
     stack: AirflowStack, api: k8s.ApiClient, tmp_path: Path
 ) -> None:

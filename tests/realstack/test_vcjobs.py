@@ -226,6 +226,10 @@ def test_a_master_failing_past_max_retry_fails_the_task_after_its_restarts(
     )
 
 
+# CI's time budget: test_deployment.py's PyTorchJob twin runs this retry under the real scheduler
+# in every `make test`, and tests/e2e/test_vcjob_operator.py's gang larger than the pool the
+# Volcano Job's deletion (job and <job>-<uid> PodGroup) after its admission timeout.
+@pytest.mark.slow
 def test_an_admission_timeout_deletes_the_job_and_the_retry_gets_the_gang_with_a_new_job(
     stack: AirflowStack, api: k8s.ApiClient
 ) -> None:
