@@ -66,16 +66,14 @@ BESIDE = (
     "production",
     "bench",
     "stack/test_stack.py",
-    "stack/test_cli.py",
     "e2e/test_demo.py",
     "packaging",
     "docs/test_code_blocks.py",
     "plugins/test_airflow_api_server.py",
 )
-# (stack/test_cli.py and e2e/test_demo.py start Airflow processes for under a minute each and
-# move between the lanes as they grow: measured with `--durations=0` after issue 36, the
-# in-process lane took 1,404 s and this one 1,275 s, so these two (~67 s) came back here;
-# plugins/test_airflow_api_server.py, ~20 s, stays in the in-process lane.)
+# (e2e/test_demo.py and stack/test_cli.py start Airflow processes for under a minute each and
+# move between the lanes as they grow: after issue 37's tests, stack/test_cli.py, ~20 s, went back
+# to the in-process lane, and plugins/test_airflow_api_server.py, ~20 s, came here.)
 # (packaging/, the built wheels installed into a fresh venv and `make demo` run from them, took over
 # e2e/test_demo.py's run of the seed scenario, now `slow`; it waits on uv, the Airflow CLI and
 # the demo's processes, so it runs here too.)
@@ -85,7 +83,9 @@ BESIDE = (
 # clone with `--durations=0`: in-process 1,367 s, this lane 1,336 s without the wheel test, which
 # had not run (a folder named dist is in pytest's default norecursedirs), ~60 s; then the real-stack
 # TrainJob deadlock and Volcano Job admission-timeout retry became `slow`, and
-# plugins/test_airflow_api_server.py, ~22 s waiting on an api-server, came here.)
+# plugins/test_airflow_api_server.py, ~22 s waiting on an api-server, came here. The next fresh
+# clone's run took 25 min 11 s (in-process 1,377 s, this lane 1,369 s), so seven more tests with
+# twins in every run became `slow`, ~90 s in all.)
 
 
 def lane_of(nodeid: str) -> str:

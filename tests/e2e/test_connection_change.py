@@ -109,7 +109,12 @@ def assert_both_succeeded(events: list[dict[str, Any]], before: Submitted, after
     ]
 
 
-@pytest.mark.parametrize("watch", ["shared", "per_trigger", "poll"])
+# The default watch (shared) in every make test; the per-trigger and polling ones are slow (CI's
+# time budget).
+@pytest.mark.parametrize(
+    "watch",
+    ["shared", *[pytest.param(watch, marks=pytest.mark.slow) for watch in ("per_trigger", "poll")]],
+)
 def test_waits_follow_a_connection_edited_to_a_new_endpoint_without_a_phantom_outage(
     watch: str,
     cluster: SimCluster,
@@ -150,14 +155,17 @@ def test_waits_follow_a_connection_edited_to_a_new_endpoint_without_a_phantom_ou
     assert f"calls now go to {seen['new endpoint']}" in logged, logged[-3000:]
 
 
-# Both orders of the edit for every watch; CI runs both for the default (shared) and the
-# server-first one for the others (the kubeconfig-first ones are slow: CI's time budget).
+# Both orders of the edit for every watch; CI runs both for the default (shared), the others are
+# slow (CI's time budget).
 @pytest.mark.parametrize(
     ("kubeconfig_first", "watch"),
     [
         *[(first, "shared") for first in (True, False)],
-        *[pytest.param(True, watch, marks=pytest.mark.slow) for watch in ("per_trigger", "poll")],
-        *[(False, watch) for watch in ("per_trigger", "poll")],
+        *[
+            pytest.param(first, watch, marks=pytest.mark.slow)
+            for first in (True, False)
+            for watch in ("per_trigger", "poll")
+        ],
     ],
     ids=lambda value: value if isinstance(value, str) else "kubeconfig-first" if value else "server-first",
 )

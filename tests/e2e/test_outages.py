@@ -229,7 +229,11 @@ def test_an_outage_past_api_unavailable_timeout_fails_the_try_and_the_retry_reat
     assert f"reattaching to live PyTorchJob default/{added[0].name} from try 1" in log
 
 
-@MODES
+# The worker's wait in every make test; the trigger's is slow (CI's time budget): its outage
+# handling runs in test_an_outage_mid_wait_neither_fails_the_task_nor_deletes_the_job's deferrable cases.
+@pytest.mark.parametrize(
+    "deferrable", [False, pytest.param(True, marks=pytest.mark.slow)], ids=["sync", "deferrable"]
+)
 def test_a_gang_admitted_during_an_outage_counts_as_admitted_after_the_deadline(
     write_dag: Callable[..., Any],
     cluster: SimCluster,

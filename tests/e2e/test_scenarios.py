@@ -88,8 +88,18 @@ def busy_pool(api: k8s.ApiClient) -> Iterator[str]:
         yield name
 
 
-@MODES
-@pytest.mark.parametrize("policy", [False, True], ids=["retries", "retry-policy"])
+# Each wait mode with each way to retry; CI runs one of each (plain retries in the worker, the
+# retry policy deferred), the other two are slow (CI's time budget).
+@pytest.mark.parametrize(
+    ("deferrable", "policy"),
+    [
+        (False, False),
+        pytest.param(True, False, marks=pytest.mark.slow),
+        pytest.param(False, True, marks=pytest.mark.slow),
+        (True, True),
+    ],
+    ids=["retries-sync", "retries-deferrable", "retry-policy-sync", "retry-policy-deferrable"],
+)
 def test_a_queue_timeout_deletes_the_job_and_a_later_try_succeeds(
     write_dag: Callable[..., Any],
     api: k8s.ApiClient,

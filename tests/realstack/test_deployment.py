@@ -341,6 +341,9 @@ def page_states(stack: AirflowStack, dag_id: str, run_id: str) -> Iterator[list[
         poller.join(timeout=30)
 
 
+# Slow (CI's time budget): tests/e2e/test_operator.py and test_scenarios.py name the failed replica
+# in both wait modes in every make test.
+@pytest.mark.slow
 def test_a_failed_replica_is_named_in_the_task_failure(stack: AirflowStack, api: k8s.ApiClient) -> None:
     run_id = stack.client.trigger("rs_replica_failure")
     assert stack.client.wait_for_run("rs_replica_failure", run_id, timeout=120) == "failed"

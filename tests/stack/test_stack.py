@@ -64,6 +64,8 @@ def test_clearing_a_task_runs_it_again(stack: AirflowStack) -> None:
     assert "greeting=hi-from-the-test" in api.task_log("stack_hello", "hello-1", "greet", try_number=2)
 
 
+# Slow (CI's time budget): every deferred real-stack test (tests/realstack) resumes through it.
+@pytest.mark.slow
 def test_deferred_task_resumes_through_the_triggerer(stack: AirflowStack) -> None:
     api = stack.client
     api.wait_for_dag("stack_deferred", timeout=60)
@@ -83,6 +85,8 @@ def test_deferred_task_resumes_through_the_triggerer(stack: AirflowStack) -> Non
     assert log.index("deferring until") < log.index("resumed after the trigger fired")
 
 
+# Slow (CI's time budget): tests/realstack marks running tasks failed through the same call.
+@pytest.mark.slow
 def test_marking_a_running_task_failed_kills_it(stack: AirflowStack) -> None:
     api = stack.client
     api.wait_for_dag("stack_sleep", timeout=60)
