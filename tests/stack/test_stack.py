@@ -134,6 +134,8 @@ def test_waiting_for_a_broken_dag_names_its_import_error(stack: AirflowStack) ->
 
 def test_stop_ends_every_process_including_a_running_task(stack: AirflowStack) -> None:
     api = stack.client
+    # Parsed and unpaused here, not by an earlier test (which `make test` may leave out as slow).
+    api.wait_for_dag("stack_sleep", timeout=60)
     run_id = api.trigger("stack_sleep")
     api.wait_for_task_state("stack_sleep", run_id, "sleep_long", {"running"}, timeout=90)
     time.sleep(1)  # the task process reports "running" itself: it exists, maybe still starting
