@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.demo_output import assert_the_demo_ran_six_gangs_one_at_a_time
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -29,16 +31,7 @@ def test_demo_runs_six_gang_jobs_one_after_another_and_leaves_nothing_running(tm
     )
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-4000:]
-    rows = [line for line in output.splitlines() if re.match(r"submit-[0-9a-f]{8} ", line)]
-    assert len(rows) == 6
-    assert all(row.rstrip().endswith("succeeded") for row in rows)
-    waits = sorted(float(re.findall(r"(\d+\.\d)s", row)[0]) for row in rows)  # queue-wait column
-    assert waits[-1] >= 4 * 3.0  # six 3-second jobs, one at a time: the last waited for four others
-    (chart,) = re.findall(r"timeline chart: (\S+)", output)
-    assert Path(chart).read_text().startswith("<!doctype html>")
-    assert "nothing left running" in output
-    assert "DAG run gang_vs_deadlock: success" in output
-    assert "simulator stopped (exit code 0)" in output
+    assert_the_demo_ran_six_gangs_one_at_a_time(output)
 
 
 # Every run takes the TrainJob seed DAG under dag.test() (tests/e2e/test_example_dags.py) and on

@@ -24,7 +24,6 @@ from __future__ import annotations
 import importlib.metadata
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -36,6 +35,7 @@ from pathlib import Path
 import pytest
 
 from airflow_gang import __version__
+from tests.support.demo_output import assert_the_demo_ran_six_gangs_one_at_a_time
 
 REPO = Path(__file__).resolve().parents[2]
 OURS = {"airflow-gang", "airflow-gang-sim", "airflow-gang-stack"}
@@ -243,14 +243,4 @@ def test_the_demo_runs_six_gang_jobs_one_after_another_from_the_installed_wheels
     installed.seconds["demo"] = time.monotonic() - started
     output = done.stdout + done.stderr
     assert done.returncode == 0, f"{installed.seconds}\n{output[-4000:]}"
-    rows = [line for line in output.splitlines() if re.match(r"submit-[0-9a-f]{8} ", line)]
-    assert len(rows) == 6
-    assert all(row.rstrip().endswith("succeeded") for row in rows)
-    waits = sorted(float(re.findall(r"(\d+\.\d)s", row)[0]) for row in rows)  # queue-wait column
-    assert waits[-1] >= 4 * 3.0  # six 3-second jobs, one at a time: the last waited for four others
-    (chart,) = re.findall(r"timeline chart: (\S+)", output)
-    assert Path(chart).is_relative_to(out)
-    assert Path(chart).read_text().startswith("<!doctype html>")
-    assert "nothing left running" in output
-    assert "DAG run gang_vs_deadlock: success" in output
-    assert "simulator stopped (exit code 0)" in output
+    assert assert_the_demo_ran_six_gangs_one_at_a_time(output).is_relative_to(out)
